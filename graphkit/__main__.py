@@ -1,0 +1,5 @@
+"""python -m graphkit."""
+
+from graphkit.cli import main
+
+raise SystemExit(main())

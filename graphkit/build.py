@@ -1,0 +1,263 @@
+"""Bottom-up model construction over ``onnx.helper.make_*``: short, and correct by construction.
+
+    >>> b = GraphBuilder("linear_func")
+    >>> a, x, c = b.input("a", "float32", [10, 10]), b.input("x", "float32", [10, 10]), b.input("b", "float32", [10, 10])
+    >>> b.output(b.node("Add", [b.node("Mul", [a, x]), c], outputs=["output"]), "float32", [10, 10])
+    'output'
+    >>> model = b.build()
+
+Inputs and outputs take a numpy-style dtype and a shape whose dims may be ints, names (dynamic, named)
+or None (dynamic, unnamed). Nodes are auto-named ``<OpType>_<n>`` and their outputs
+``<node>_output_<i>`` unless named. Custom domains get an opset import automatically. ``build()``
+sorts the nodes and runs onnx.checker.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from graphkit.errors import InvalidModelError, UsageError
+from graphkit.model import Model
+
+__all__ = ["DEFAULT_OPSET", "GraphBuilder", "dtype_to_onnx", "make_value_info", "parse_model"]
+
+#: The default ai.onnx opset of built models (supported by every ONNX Runtime graphkit accepts).
+DEFAULT_OPSET = 17
+DEFAULT_IR_VERSION = 8
+
+Dim = int | str | None
+
+
+def dtype_to_onnx(dtype: Any) -> int:
+    """An ONNX TensorProto data type from a numpy dtype, a name ("float32", "int64") or an ONNX enum.
+
+    Raises:
+        UsageError: The dtype is unknown.
+    """
+    if isinstance(dtype, int) and not isinstance(dtype, bool):
+        if dtype in onnx.TensorProto.DataType.values():
+            return dtype
+        raise UsageError(f"unknown ONNX data type {dtype}", hint="use a name such as 'float32' or 'int64'")
+    if isinstance(dtype, str) and dtype.upper() in set(onnx.TensorProto.DataType.keys()):
+        return int(onnx.TensorProto.DataType.Value(dtype.upper()))
+    try:
+        return int(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+    except (TypeError, KeyError, ValueError) as err:
+        raise UsageError(f"unknown dtype {dtype!r}", hint="use a numpy dtype name such as 'float32' or 'int64'") from err
+
+
+def make_value_info(name: str, dtype: Any, shape: Sequence[Dim] | None) -> onnx.ValueInfoProto:
+    """A typed ValueInfoProto; dims may be ints, names (dynamic) or None (unknown)."""
+    return helper.make_tensor_value_info(name, dtype_to_onnx(dtype), None if shape is None else list(shape))
+
+
+def parse_model(text: str) -> Model:
+    """A Model from ONNX textual syntax (``onnx.parser``), checked.
+
+    Raises:
+        InvalidModelError: The text does not parse or the model fails the checker.
+    """
+    try:
+        proto = onnx.parser.parse_model(text)
+    except Exception as err:  # the parser raises its own exception types
+        raise InvalidModelError(f"cannot parse the model text: {err}", hint="see onnx's textual syntax") from err
+    _check(proto)
+    return Model(proto)
+
+
+class GraphBuilder:
+    """Builds a graph node by node, then a checked Model.
+
+    Args:
+        name: The graph's name.
+        opset: The ai.onnx opset version.
+        ir_version: The model's IR version.
+        producer_name: Recorded in the model.
+        doc_string: The graph's doc string.
+    """
+
+    def __init__(
+        self,
+        name: str = "graph",
+        *,
+        opset: int = DEFAULT_OPSET,
+        ir_version: int = DEFAULT_IR_VERSION,
+        producer_name: str = "graphkit",
+        doc_string: str = "",
+    ) -> None:
+        self.name = name
+        self.opsets: dict[str, int] = {"": opset}
+        self.ir_version = ir_version
+        self.producer_name = producer_name
+        self.doc_string = doc_string
+        self.inputs: list[onnx.ValueInfoProto] = []
+        self.outputs: list[onnx.ValueInfoProto] = []
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self.value_infos: list[onnx.ValueInfoProto] = []
+        self.metadata: dict[str, str] = {}
+        self._names: set[str] = set()
+        self._counter = itertools.count()
+
+    # -- naming -------------------------------------------------------------------------------
+    def _fresh(self, stem: str) -> str:
+        while True:
+            candidate = f"{stem}_{next(self._counter)}"
+            if candidate not in self._names:
+                return candidate
+
+    def _claim(self, name: str, what: str) -> str:
+        if name in self._names:
+            raise UsageError(f"{what} name {name!r} is already used in graph {self.name!r}", hint="choose another name")
+        self._names.add(name)
+        return name
+
+    # -- declarations ---------------------------------------------------------------------------
+    def input(self, name: str, dtype: Any = "float32", shape: Sequence[Dim] | None = None) -> str:
+        """Declare a graph input; returns its name."""
+        self.inputs.append(make_value_info(self._claim(name, "input"), dtype, shape))
+        return name
+
+    def output(self, name: str, dtype: Any = "float32", shape: Sequence[Dim] | None = None) -> str:
+        """Declare a graph output (a tensor some node produces); returns its name."""
+        self.outputs.append(make_value_info(name, dtype, shape))
+        return name
+
+    def value_info(self, name: str, dtype: Any, shape: Sequence[Dim] | None) -> str:
+        """Record the type of an intermediate tensor."""
+        self.value_infos.append(make_value_info(name, dtype, shape))
+        return name
+
+    def initializer(self, value: Any, name: str | None = None, *, dtype: Any = None) -> str:
+        """Add an initializer from a numpy array (or anything np.asarray takes); returns its name."""
+        array = np.asarray(value, dtype=None if dtype is None else np.dtype(dtype))
+        tensor_name = self._claim(name, "initializer") if name else self._claim(self._fresh("init"), "initializer")
+        self.initializers.append(numpy_helper.from_array(array, tensor_name))
+        return tensor_name
+
+    def constant(self, value: Any, name: str | None = None, *, dtype: Any = None) -> str:
+        """Add a Constant node holding ``value``; returns its output's name."""
+        array = np.asarray(value, dtype=None if dtype is None else np.dtype(dtype))
+        return self.node("Constant", [], outputs=[name] if name else None, value=numpy_helper.from_array(array))
+
+    def node(
+        self,
+        op_type: str,
+        inputs: Sequence[str],
+        *,
+        outputs: Sequence[str] | int | None = None,
+        name: str | None = None,
+        domain: str = "",
+        domain_version: int = 1,
+        doc_string: str | None = None,
+        attrs: Mapping[str, Any] | None = None,
+        **attributes: Any,
+    ) -> str:
+        """Add a node; returns the name of its first output (see ``node_outputs`` for all of them).
+
+        Args:
+            op_type: The operator, e.g. "Conv".
+            inputs: Input tensor names ("" for an omitted optional input).
+            outputs: Output names, or how many outputs to auto-name (default 1).
+            name: The node's name (auto-named if omitted).
+            domain: The operator's domain; a new custom domain gets an opset import.
+            domain_version: The opset version to import for a new custom domain.
+            doc_string: The node's doc string.
+            attrs: Attributes whose names clash with these keywords (e.g. a string attribute "name").
+            **attributes: Attributes; numpy arrays become tensor attributes.
+        """
+        return self.node_outputs(
+            op_type,
+            inputs,
+            outputs=outputs,
+            name=name,
+            domain=domain,
+            domain_version=domain_version,
+            doc_string=doc_string,
+            attrs=attrs,
+            **attributes,
+        )[0]
+
+    def node_outputs(
+        self,
+        op_type: str,
+        inputs: Sequence[str],
+        *,
+        outputs: Sequence[str] | int | None = None,
+        name: str | None = None,
+        domain: str = "",
+        domain_version: int = 1,
+        doc_string: str | None = None,
+        attrs: Mapping[str, Any] | None = None,
+        **attributes: Any,
+    ) -> list[str]:
+        """Like ``node`` but returns every output's name."""
+        node_name = self._claim(name, "node") if name else self._claim(self._fresh(op_type), "node")
+        if outputs is None or isinstance(outputs, int):
+            count = 1 if outputs is None else outputs
+            out_names = [self._claim(f"{node_name}_output_{i}", "tensor") for i in range(count)]
+        else:
+            out_names = [self._claim(o, "tensor") if o else "" for o in outputs]
+        merged = {**attributes, **(attrs or {})}
+        node = helper.make_node(op_type, list(inputs), out_names, name=node_name, domain=domain or None)
+        for key, value in merged.items():
+            if value is not None:
+                node.attribute.append(
+                    helper.make_attribute(key, numpy_helper.from_array(value) if isinstance(value, np.ndarray) else value)
+                )
+        if doc_string:
+            node.doc_string = doc_string
+        if domain and domain not in self.opsets:
+            self.opsets[domain] = domain_version
+        self.nodes.append(node)
+        return out_names
+
+    def opset(self, domain: str, version: int) -> None:
+        """Import (or change) an opset version for a domain ("" is ai.onnx)."""
+        self.opsets[domain] = version
+
+    # -- result -----------------------------------------------------------------------------
+    def build(self, *, check: bool = True, metadata: Mapping[str, str] | None = None) -> Model:
+        """The finished Model, topologically sorted and (by default) passing onnx.checker.
+
+        Raises:
+            InvalidModelError: The checker rejects the model.
+            CycleError: The nodes form a cycle.
+        """
+        from graphkit.validate import toposort_proto
+
+        graph = helper.make_graph(
+            self.nodes,
+            self.name,
+            self.inputs,
+            self.outputs,
+            initializer=self.initializers,
+            value_info=self.value_infos,
+            doc_string=self.doc_string or None,
+        )
+        proto = helper.make_model(
+            graph,
+            opset_imports=[helper.make_opsetid(d, v) for d, v in self.opsets.items()],
+            producer_name=self.producer_name,
+            ir_version=self.ir_version,
+        )
+        for key, value in {**self.metadata, **(metadata or {})}.items():
+            entry = proto.metadata_props.add()
+            entry.key, entry.value = key, value
+        toposort_proto(proto)
+        if check:
+            _check(proto)
+        return Model(proto)
+
+
+def _check(proto: onnx.ModelProto) -> None:
+    try:
+        onnx.checker.check_model(proto)
+    except onnx.checker.ValidationError as err:
+        raise InvalidModelError(f"the built model is invalid: {err}", hint="fix the node named in the message") from err

@@ -1,0 +1,88 @@
+"""The command line: ``python -m graphkit <verb> ...``; ``main(argv)`` returns the exit code.
+
+Exit codes: 0 ok; 1 a check ran and found problems; 2 a user or input error (one line
+``graphkit: error: …`` and a hint, no traceback); 3 a bug (traceback). ``--traceback`` re-raises.
+Each verb is a module with ``add_parser(subparsers)`` and ``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from graphkit.cli import _render
+from graphkit.errors import GraphkitError
+
+__all__ = ["VERBS", "build_parser", "main"]
+
+#: Verb modules, in the order ``--help`` lists them.
+VERBS = ["inspect", "check", "toposort"]
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors follow graphkit's format (exit 2, one line + hint)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _ArgError(message, self.format_usage().strip())
+
+
+class _ArgError(Exception):
+    def __init__(self, message: str, usage: str) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser, with one subcommand per verb module."""
+    parser = _Parser(
+        prog="graphkit",
+        description="Pure-ONNX graph surgery and debugging: inspect, check, extract, split, run, edit, compare.",
+    )
+    parser.add_argument("--traceback", action="store_true", help="show the full traceback on errors")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv for debug)")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
+    for name in VERBS:
+        module = importlib.import_module(f"graphkit.cli.{name.replace('-', '_')}")
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI and return its exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(args_list)
+    except _ArgError as err:
+        _render.error(str(err), hint=err.usage)
+        return EXIT_USAGE
+    except SystemExit as exit_:  # --help
+        return int(exit_.code or 0)
+    if not args.verb:
+        _render.text(parser.format_help())
+        return EXIT_USAGE
+    logging.basicConfig(
+        level=logging.WARNING - 10 * min(args.verbose, 2), format="graphkit: %(levelname)s: %(message)s"
+    )
+    try:
+        return int(args.func(args))
+    except GraphkitError as err:
+        if args.traceback:
+            raise
+        _render.error(err.message, hint=err.hint)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _render.error("interrupted", hint=None)
+        return 130
+    except Exception:
+        if args.traceback:
+            raise
+        import traceback
+
+        _render.error("internal error (a bug in graphkit):\n" + traceback.format_exc(), hint="please report it")
+        return EXIT_BUG

@@ -1,0 +1,510 @@
+"""Loading and saving models: external data (lazy, streamed, contained) and atomic writes.
+
+The only caller of onnx.load / onnx.save in graphkit (here we parse and serialize protos directly).
+Weights stay on disk: ``load`` parses the model file only; external weights are checked (inside the
+model's folder, present, long enough) but not read. ``save`` streams external weights from where they
+lie to the destination's data file, one tensor at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import stat
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import numpy_helper
+
+from graphkit.errors import (
+    CorruptModelError,
+    ExternalDataError,
+    ModelNotFoundError,
+    UnsafePathError,
+    UsageError,
+    WriteError,
+)
+from graphkit.model import Model, is_external, iter_initializers, iter_tensors
+
+__all__ = [
+    "ExternalRef",
+    "atomic_output",
+    "external_ref",
+    "inline_proto",
+    "load",
+    "load_bytes",
+    "save",
+    "tensor_nbytes",
+    "tensor_value",
+]
+
+log = logging.getLogger(__name__)
+
+PROTOBUF_LIMIT = 2**31 - 1
+#: Models whose serialized size would pass this are saved with external data.
+INLINE_LIMIT = 2**31 - 64 * 2**20
+_COPY_CHUNK = 64 * 2**20
+_ALIGN = 4096
+
+
+@dataclass(frozen=True)
+class ExternalRef:
+    """Where an external tensor's bytes are: a file inside the model's folder, an offset and a length."""
+
+    location: str
+    path: Path
+    offset: int
+    length: int
+
+
+# ----------------------------------------------------------------------------------------- loading
+
+
+def load(path: str | os.PathLike[str]) -> Model:
+    """Load an ONNX model, leaving its external weights on disk.
+
+    Args:
+        path: The ``.onnx`` file.
+
+    Returns:
+        The Model, with ``base_dir`` set to the file's folder.
+
+    Raises:
+        ModelNotFoundError: The path does not exist or is not a file.
+        CorruptModelError: The file is not a readable ONNX model.
+        UnsafePathError: An external-data location escapes the model's folder.
+        ExternalDataError: An external-data file is missing or shorter than its tensors need.
+    """
+    file = Path(path)
+    if not file.exists():
+        raise ModelNotFoundError(f"no such file: {file}", hint="check the path; model files usually end in .onnx")
+    if not file.is_file():
+        raise ModelNotFoundError(f"{file} is not a file", hint="pass the .onnx file itself, not its folder")
+    size = file.stat().st_size
+    if size > PROTOBUF_LIMIT:
+        raise CorruptModelError(
+            f"{file} is {size / 2**30:.1f} GiB: no ONNX model file can exceed protobuf's 2 GiB limit",
+            hint="a model this large keeps its weights as external data; is this the .onnx file?",
+        )
+    try:
+        data = file.read_bytes()
+    except OSError as err:
+        raise ModelNotFoundError(f"cannot read {file}: {err.strerror}", hint="check the file's permissions") from err
+    return load_bytes(data, base_dir=file.parent, source=file)
+
+
+def load_bytes(data: bytes, *, base_dir: str | os.PathLike[str] | None = None, source: Path | None = None) -> Model:
+    """Parse a serialized model, checking its external-data references against ``base_dir``.
+
+    Args:
+        data: The serialized ModelProto.
+        base_dir: The folder external-data locations are relative to.
+        source: The file the bytes came from, for messages.
+
+    Raises:
+        CorruptModelError: The bytes are not an ONNX model.
+        UnsafePathError: An external-data location escapes ``base_dir``.
+        ExternalDataError: An external-data file is missing or too short.
+    """
+    label = str(source) if source is not None else "the model"
+    proto = _parse(data, label)
+    folder = Path(base_dir).resolve() if base_dir is not None else None
+    model = Model(proto, folder, source)
+    for tensor, where in iter_tensors(proto):
+        if is_external(tensor):
+            external_ref(model, tensor, where=where)
+    return model
+
+
+def _parse(data: bytes, label: str) -> onnx.ModelProto:
+    if not data:
+        raise CorruptModelError(f"{label} is empty", hint="the file was probably truncated; export or copy it again")
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as err:
+        raise CorruptModelError(
+            f"{label} is not a readable ONNX model ({err})",
+            hint="the file is truncated, corrupted or not ONNX; export or copy it again",
+        ) from err
+    if not proto.HasField("graph") or proto.ir_version <= 0:
+        raise CorruptModelError(
+            f"{label} parses as protobuf but is not an ONNX model (no graph or no ir_version)",
+            hint="check that this is an .onnx model file",
+        )
+    for node in proto.graph.node:
+        if not node.op_type:
+            raise CorruptModelError(
+                f"{label}: a node ({node.name or 'unnamed'}) has no op_type", hint="the file is corrupted"
+            )
+    return proto
+
+
+def external_ref(model: Model, tensor: onnx.TensorProto, *, where: str = "") -> ExternalRef:
+    """Resolve and check an external tensor's data: contained in the model's folder, present, long enough.
+
+    Raises:
+        UnsafePathError: The location is absolute, has ``..`` or resolves outside the folder.
+        ExternalDataError: The file is missing, not a regular file, or too short; or fields are malformed.
+    """
+    entries = {e.key: e.value for e in tensor.external_data}
+    name = tensor.name or "(unnamed)"
+    context = f"tensor {name!r}" + (f" ({where})" if where and where != "main graph" else "") + f" of {model.name}"
+    location = entries.get("location", "")
+    if not location:
+        raise ExternalDataError(f"{context} is external but has no location", hint="the model file is corrupted")
+    if model.base_dir is None:
+        raise ExternalDataError(
+            f"{context} keeps its data in {location!r} but the model has no folder to read it from",
+            hint="load the model from its file with graphkit.load so its weights can be found",
+        )
+    path = resolve_location(model.base_dir, location, context=context)
+    try:
+        offset = int(entries.get("offset", "0"))
+        length = int(entries["length"]) if "length" in entries else -1
+    except ValueError as err:
+        raise ExternalDataError(f"{context} has a malformed offset or length", hint="the model file is corrupted") from err
+    try:
+        info = path.stat()
+    except OSError as err:
+        raise ExternalDataError(
+            f"{context}: its external data file {location!r} is missing from {model.base_dir}",
+            hint="copy the weights file next to the model, keeping its name",
+        ) from err
+    if not stat.S_ISREG(info.st_mode):
+        raise ExternalDataError(f"{context}: {location!r} is not a regular file", hint="point it at a weights file")
+    expected = tensor_nbytes(tensor)
+    if length < 0:
+        length = expected if expected >= 0 else info.st_size - offset
+    if offset < 0 or (expected >= 0 and length != expected):
+        raise ExternalDataError(
+            f"{context}: external length {length} at offset {offset} does not match its shape and dtype ({expected} bytes)",
+            hint="the model file and its weights do not belong together; export them again",
+        )
+    if offset + length > info.st_size:
+        raise ExternalDataError(
+            f"{context}: needs bytes {offset}..{offset + length} of {location!r}, which has only {info.st_size}",
+            hint="the weights file is truncated or belongs to another model; copy it again",
+        )
+    return ExternalRef(location, path, offset, length)
+
+
+def resolve_location(base_dir: Path, location: str, *, context: str = "a tensor") -> Path:
+    """Resolve an external-data location, refusing anything outside ``base_dir``.
+
+    Raises:
+        UnsafePathError: The location is absolute, contains ``..``, or resolves (through symlinks) outside.
+    """
+    candidate = Path(location)
+    if candidate.is_absolute() or location.startswith(("/", "\\")) or (len(location) > 1 and location[1] == ":"):
+        raise UnsafePathError(
+            f"{context}: external-data location {location!r} is an absolute path; refused",
+            hint="external data must be a relative path inside the model's folder",
+        )
+    if ".." in candidate.parts or ".." in location.replace("\\", "/").split("/"):
+        raise UnsafePathError(
+            f"{context}: external-data location {location!r} leaves the model's folder; refused",
+            hint="external data must be a relative path inside the model's folder",
+        )
+    root = base_dir.resolve()
+    resolved = (root / candidate).resolve()
+    if resolved != root and root not in resolved.parents:
+        raise UnsafePathError(
+            f"{context}: external-data location {location!r} resolves to {resolved}, outside {root}; refused",
+            hint="a symlink points out of the model's folder; copy the weights into the folder instead",
+        )
+    return resolved
+
+
+def tensor_nbytes(tensor: onnx.TensorProto) -> int:
+    """Bytes of the tensor's data in raw form, or -1 for strings and unknown dtypes."""
+    try:
+        np_dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+    except (KeyError, ValueError, TypeError):
+        return -1
+    if tensor.data_type == onnx.TensorProto.STRING:
+        return -1
+    count = 1
+    for d in tensor.dims:
+        count *= int(d)
+    if tensor.data_type in _FOUR_BIT:
+        return (count + 1) // 2
+    return count * np.dtype(np_dtype).itemsize
+
+
+_FOUR_BIT = {
+    getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(onnx.TensorProto, n)
+}
+
+
+def read_external_bytes(model: Model, tensor: onnx.TensorProto) -> bytes:
+    """Read an external tensor's raw bytes from disk."""
+    ref = external_ref(model, tensor)
+    with open(ref.path, "rb") as handle:
+        handle.seek(ref.offset)
+        data = handle.read(ref.length)
+    if len(data) != ref.length:
+        raise ExternalDataError(
+            f"tensor {tensor.name!r}: {ref.location!r} ended early", hint="the weights file is truncated"
+        )
+    return data
+
+
+def tensor_value(model: Model, tensor: onnx.TensorProto) -> np.ndarray:
+    """The value of an initializer or tensor attribute, reading external data from disk if needed."""
+    if not is_external(tensor):
+        return numpy_helper.to_array(tensor)
+    inline = onnx.TensorProto()
+    inline.CopyFrom(tensor)
+    del inline.external_data[:]
+    inline.data_location = onnx.TensorProto.DEFAULT
+    inline.raw_data = read_external_bytes(model, tensor)
+    return numpy_helper.to_array(inline)
+
+
+def inline_proto(model: Model) -> onnx.ModelProto:
+    """A copy of the model's proto with every external tensor's data read in (for small models)."""
+    clone = onnx.ModelProto()
+    clone.CopyFrom(model.proto)
+    for tensor, _ in iter_tensors(clone):
+        if is_external(tensor):
+            data = read_external_bytes(model, tensor)
+            del tensor.external_data[:]
+            tensor.data_location = onnx.TensorProto.DEFAULT
+            tensor.raw_data = data
+    return clone
+
+
+# ------------------------------------------------------------------------------------------ saving
+
+
+def save(
+    model: Model,
+    path: str | os.PathLike[str],
+    *,
+    external: bool | None = None,
+    location: str | None = None,
+    size_threshold: int = 1024,
+) -> Model:
+    """Write a model atomically, with its weights next to it.
+
+    External weights are streamed from where they lie into one data file beside ``path``; inline
+    weights stay inline. A model too large for one protobuf file is saved with external data.
+
+    Args:
+        model: The model to write.
+        path: The destination ``.onnx`` file.
+        external: True to write weights as external data, False to inline them, None to decide:
+            external when the model already has external data or would not fit in 2 GiB.
+        location: The data file's name, relative to the destination's folder (default ``<stem>.data``).
+        size_threshold: With external data, tensors smaller than this many bytes stay inline.
+
+    Returns:
+        The saved model, as it would load from ``path``.
+
+    Raises:
+        WriteError: The folder does not exist or cannot be written, or the disk is full.
+        UnsafePathError: ``location`` leaves the destination's folder.
+        ExternalDataError: A source weight is missing or truncated.
+    """
+    dest = Path(path)
+    folder = dest.parent if str(dest.parent) else Path(".")
+    if not folder.is_dir():
+        raise WriteError(f"cannot write {dest}: folder {folder} does not exist", hint="create the folder first")
+    if dest.is_dir():
+        raise WriteError(f"cannot write {dest}: it is a folder", hint="give a file name ending in .onnx")
+    proto = onnx.ModelProto()
+    proto.CopyFrom(model.proto)
+    if external is None:
+        external = model.has_external_data or proto.ByteSize() > INLINE_LIMIT
+    data_name = location or f"{dest.stem}.data"
+    if external:
+        resolve_location(folder, data_name, context=f"saving {dest}")
+    with _atomic_pair(dest, folder / data_name if external else None) as (tmp_model, tmp_data):
+        if external:
+            assert tmp_data is not None
+            _write_external(model, proto, tmp_data, data_name, size_threshold)
+        else:
+            _inline_external(model, proto)
+        _write_proto(proto, tmp_model, dest)
+    log.info("wrote %s%s", dest, f" and {data_name}" if external else "")
+    return Model(proto, folder.resolve(), dest)
+
+
+def _write_proto(proto: onnx.ModelProto, tmp: Path, dest: Path) -> None:
+    if proto.ByteSize() > PROTOBUF_LIMIT:
+        raise WriteError(
+            f"cannot write {dest}: the graph alone exceeds protobuf's 2 GiB limit",
+            hint="save with external data (external=True / --external-data)",
+        )
+    with open(tmp, "wb") as handle:
+        handle.write(proto.SerializeToString())
+
+
+def _inline_external(model: Model, proto: onnx.ModelProto) -> None:
+    for tensor, _ in iter_tensors(proto):
+        if is_external(tensor):
+            data = read_external_bytes(model, tensor)
+            del tensor.external_data[:]
+            tensor.data_location = onnx.TensorProto.DEFAULT
+            tensor.raw_data = data
+
+
+def _write_external(model: Model, proto: onnx.ModelProto, tmp: Path, name: str, threshold: int) -> None:
+    """Stream every weight into ``tmp`` and point the tensors of ``proto`` at ``name``."""
+    written: dict[tuple[Path, int, int], int] = {}
+    sources: dict[Path, object] = {}
+    with open(tmp, "wb") as out, contextlib.ExitStack() as stack:
+        for tensor, _ in iter_tensors(proto):
+            if tensor.data_type == onnx.TensorProto.STRING:
+                continue
+            if is_external(tensor):
+                ref = external_ref(model, tensor)
+                key = (ref.path, ref.offset, ref.length)
+                if key not in written:
+                    if ref.path not in sources:
+                        sources[ref.path] = stack.enter_context(open(ref.path, "rb"))
+                    written[key] = _pad(out)
+                    _copy_range(sources[ref.path], out, ref.offset, ref.length)  # type: ignore[arg-type]
+                _point_at(tensor, name, written[key], ref.length)
+        for tensor in iter_initializers(proto):
+            if is_external(tensor) or tensor.data_type == onnx.TensorProto.STRING or not tensor.dims:
+                continue
+            if tensor.ByteSize() >= threshold:
+                raw = tensor.raw_data if tensor.HasField("raw_data") else numpy_helper.to_array(tensor).tobytes()
+                offset = _pad(out)
+                out.write(raw)
+                _point_at(tensor, name, offset, len(raw))
+
+
+def _pad(out: object) -> int:
+    position = out.tell()  # type: ignore[attr-defined]
+    aligned = -(-position // _ALIGN) * _ALIGN
+    if aligned != position:
+        out.write(b"\0" * (aligned - position))  # type: ignore[attr-defined]
+    return aligned
+
+
+def _copy_range(src: object, dst: object, offset: int, length: int) -> None:
+    src_fd, dst_fd = src.fileno(), dst.fileno()  # type: ignore[attr-defined]
+    dst.flush()  # type: ignore[attr-defined]
+    position = dst.tell()  # type: ignore[attr-defined]
+    done = 0
+    if hasattr(os, "copy_file_range"):
+        with contextlib.suppress(OSError):
+            while done < length:
+                n = os.copy_file_range(src_fd, dst_fd, min(_COPY_CHUNK, length - done), offset + done, position + done)
+                if n == 0:
+                    break
+                done += n
+    src.seek(offset + done)  # type: ignore[attr-defined]
+    dst.seek(position + done)  # type: ignore[attr-defined]
+    while done < length:
+        chunk = src.read(min(_COPY_CHUNK, length - done))  # type: ignore[attr-defined]
+        if not chunk:
+            raise ExternalDataError("a weights file ended early while copying", hint="the weights file is truncated")
+        dst.write(chunk)  # type: ignore[attr-defined]
+        done += len(chunk)
+
+
+def _clear_data(tensor: onnx.TensorProto) -> None:
+    for field in (
+        "raw_data",
+        "float_data",
+        "int32_data",
+        "string_data",
+        "int64_data",
+        "double_data",
+        "uint64_data",
+    ):
+        tensor.ClearField(field)
+
+
+def _point_at(tensor: onnx.TensorProto, location: str, offset: int, length: int) -> None:
+    _clear_data(tensor)
+    del tensor.external_data[:]
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+        entry = tensor.external_data.add()
+        entry.key = key
+        entry.value = value
+
+
+# --------------------------------------------------------------------------------- atomic writing
+
+
+@contextlib.contextmanager
+def atomic_output(dest: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path beside ``dest``; on success it replaces ``dest``, on failure it is removed.
+
+    Raises:
+        WriteError: The folder is missing or read-only, or the disk is full.
+    """
+    with _atomic_pair(Path(dest), None) as (tmp, _):
+        yield tmp
+
+
+@contextlib.contextmanager
+def _atomic_pair(dest: Path, data_dest: Path | None) -> Iterator[tuple[Path, Path | None]]:
+    token = uuid.uuid4().hex[:8]
+    tmp = dest.with_name(f".{dest.name}.{token}.tmp")
+    tmp_data = data_dest.with_name(f".{data_dest.name}.{token}.tmp") if data_dest is not None else None
+    try:
+        yield tmp, tmp_data
+        if tmp_data is not None and data_dest is not None and tmp_data.exists():
+            if tmp_data.stat().st_size:
+                os.replace(tmp_data, data_dest)
+            else:  # nothing went external after all
+                tmp_data.unlink()
+        os.replace(tmp, dest)
+    except OSError as err:
+        _remove(tmp, tmp_data)
+        raise _write_error(dest, err) from err
+    except BaseException:
+        _remove(tmp, tmp_data)
+        raise
+
+
+def _remove(*paths: Path | None) -> None:
+    for p in paths:
+        if p is not None:
+            with contextlib.suppress(OSError):
+                p.unlink()
+
+
+def _write_error(dest: Path, err: OSError) -> WriteError:
+    if isinstance(err, WriteError):
+        return err
+    reason = {
+        errno.ENOSPC: ("the disk is full", "free some space or write elsewhere"),
+        errno.EACCES: ("permission denied", "write to a folder you can write to"),
+        errno.EROFS: ("the file system is read-only", "write to a writable folder"),
+        errno.ENOENT: ("the folder does not exist", "create the folder first"),
+    }.get(err.errno or 0, (err.strerror or str(err), "check the destination"))
+    return WriteError(f"cannot write {dest}: {reason[0]}", hint=reason[1])
+
+
+def check_output_path(output: str | os.PathLike[str], *inputs: str | os.PathLike[str] | None, overwrite: bool = False) -> Path:
+    """Refuse writing over an input file unless ``overwrite`` is set.
+
+    Raises:
+        UsageError: ``output`` is one of ``inputs`` and ``overwrite`` is False.
+    """
+    out = Path(output)
+    for given in inputs:
+        if given is None:
+            continue
+        with contextlib.suppress(OSError):
+            if out.exists() and os.path.samefile(out, given) and not overwrite:
+                raise UsageError(
+                    f"refusing to overwrite the input {given}",
+                    hint="choose another output path, or pass --overwrite (the write stays atomic)",
+                )
+    return out

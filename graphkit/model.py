@@ -1,0 +1,119 @@
+"""Model: an ONNX ModelProto together with the folder its external weights live in.
+
+A bare ModelProto cannot remember where its weights are; saving it elsewhere then points at a data
+file that is not there. ``Model`` carries that folder (``base_dir``) everywhere, so every transform
+and every writer can find the weights without reading them until their values are needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+__all__ = ["Model", "is_external", "iter_graphs", "iter_initializers", "iter_tensors"]
+
+
+@dataclass(frozen=True, eq=False)
+class Model:
+    """An ONNX model and the folder its external weights are read from.
+
+    Attributes:
+        proto: The ModelProto. External weights are referenced, not loaded.
+        base_dir: The folder external-data locations are relative to (None: no external data).
+        path: The file the model was loaded from, if any.
+    """
+
+    proto: onnx.ModelProto
+    base_dir: Path | None = None
+    path: Path | None = None
+
+    @property
+    def graph(self) -> onnx.GraphProto:
+        """The main graph."""
+        return self.proto.graph
+
+    @property
+    def name(self) -> str:
+        """The file the model came from, or its graph name, for messages."""
+        return str(self.path) if self.path is not None else f"model {self.proto.graph.name!r}"
+
+    def copy(self) -> Model:
+        """Return a deep copy that shares the weights' folder."""
+        clone = onnx.ModelProto()
+        clone.CopyFrom(self.proto)
+        return Model(clone, self.base_dir, self.path)
+
+    def derive(self, proto: onnx.ModelProto) -> Model:
+        """Return a new Model for ``proto`` that reads its weights where this one does."""
+        return Model(proto, self.base_dir, None)
+
+    @property
+    def has_external_data(self) -> bool:
+        """Whether any tensor's data lives in an external file."""
+        return any(is_external(t) for t, _ in iter_tensors(self.proto))
+
+    def serialized(self) -> bytes:
+        """The ModelProto's bytes (external weights stay references)."""
+        return self.proto.SerializeToString()
+
+
+def is_external(tensor: onnx.TensorProto) -> bool:
+    """Whether ``tensor`` keeps its data in an external file."""
+    return tensor.data_location == onnx.TensorProto.EXTERNAL
+
+
+def iter_graphs(graph: onnx.GraphProto, path: str = "") -> Iterator[tuple[onnx.GraphProto, str]]:
+    """Yield ``graph`` and every subgraph (If/Loop/Scan bodies) at any depth, with a readable path.
+
+    Args:
+        graph: The graph to walk.
+        path: A prefix naming where ``graph`` sits ("" for the main graph).
+    """
+    yield graph, path or "main graph"
+    for node in graph.node:
+        for attr in node.attribute:
+            label = f"{path + ' > ' if path else ''}node {node.name or node.op_type!r}.{attr.name}"
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from iter_graphs(attr.g, label)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for i, sub in enumerate(attr.graphs):
+                    yield from iter_graphs(sub, f"{label}[{i}]")
+
+
+def iter_tensors(proto: onnx.ModelProto) -> Iterator[tuple[onnx.TensorProto, str]]:
+    """Yield every TensorProto that may carry weights: initializers and tensor attributes.
+
+    Covers the main graph, subgraphs and local functions; each with a short description of where it is.
+    """
+    graphs = list(iter_graphs(proto.graph))
+    for graph, where in graphs:
+        for tensor in graph.initializer:
+            yield tensor, where
+        for sparse in graph.sparse_initializer:
+            yield sparse.values, where
+            yield sparse.indices, where
+        yield from _attribute_tensors(graph.node, where)
+    for func in proto.functions:
+        yield from _attribute_tensors(func.node, f"function {func.domain}::{func.name}")
+
+
+def iter_initializers(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Yield the initializers of the main graph and of every subgraph."""
+    for graph, _ in iter_graphs(proto.graph):
+        yield from graph.initializer
+
+
+def _attribute_tensors(nodes: Iterable[onnx.NodeProto], where: str) -> Iterator[tuple[onnx.TensorProto, str]]:
+    for node in nodes:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR:
+                yield attr.t, where
+            elif attr.type == onnx.AttributeProto.TENSORS:
+                for t in attr.tensors:
+                    yield t, where
+            elif attr.type == onnx.AttributeProto.SPARSE_TENSOR:
+                yield attr.sparse_tensor.values, where
+                yield attr.sparse_tensor.indices, where

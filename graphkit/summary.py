@@ -1,0 +1,151 @@
+"""summarize(model): what ``inspect`` shows — structure only, no weights read."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import onnx
+
+from graphkit.graph import node_label
+from graphkit.io import tensor_nbytes
+from graphkit.model import Model, is_external, iter_graphs, iter_tensors
+
+__all__ = ["Summary", "TensorSig", "dtype_name", "shape_of", "summarize"]
+
+
+def dtype_name(elem_type: int) -> str:
+    """A readable dtype name ("float32", "int64") for an ONNX element type."""
+    if elem_type == 0:
+        return "unknown"
+    try:
+        return str(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, ValueError, TypeError):
+        return onnx.TensorProto.DataType.Name(elem_type).lower() if elem_type in onnx.TensorProto.DataType.values() else str(elem_type)
+
+
+def shape_of(value: onnx.ValueInfoProto) -> list[int | str | None] | None:
+    """The shape of a tensor value_info: ints, dim names, or None per unknown dim; None if unranked."""
+    tensor_type = value.type.tensor_type
+    if not tensor_type.HasField("shape"):
+        return None
+    dims: list[int | str | None] = []
+    for dim in tensor_type.shape.dim:
+        if dim.HasField("dim_value"):
+            dims.append(int(dim.dim_value))
+        elif dim.HasField("dim_param"):
+            dims.append(dim.dim_param)
+        else:
+            dims.append(None)
+    return dims
+
+
+@dataclass(frozen=True)
+class TensorSig:
+    """A graph input or output: name, dtype and shape (named dims kept as names)."""
+
+    name: str
+    dtype: str
+    shape: list[int | str | None] | None
+
+    @classmethod
+    def of(cls, value: onnx.ValueInfoProto) -> TensorSig:
+        """From a ValueInfoProto."""
+        kind = value.type.WhichOneof("value")
+        if kind != "tensor_type":
+            return cls(value.name, kind or "unknown", None)
+        return cls(value.name, dtype_name(value.type.tensor_type.elem_type), shape_of(value))
+
+    def shape_text(self) -> str:
+        """``[1, 3, 'batch', ?]`` style."""
+        if self.shape is None:
+            return "[unranked]"
+        return "[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Everything ``inspect`` reports about a model."""
+
+    path: str
+    graph_name: str
+    ir_version: int
+    opsets: dict[str, int]
+    producer: str
+    producer_version: str
+    doc_string: str
+    inputs: list[TensorSig]
+    outputs: list[TensorSig]
+    node_count: int
+    op_types: dict[str, int]
+    initializer_count: int
+    initializer_bytes: int
+    external_bytes: int
+    external_files: list[str]
+    subgraphs: list[str]
+    custom_domains: list[str]
+    functions: list[str]
+    metadata: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+def summarize(model: Model) -> Summary:
+    """Describe a model's structure without reading any weight."""
+    proto = model.proto
+    graph = proto.graph
+    initializer_names = {t.name for t in graph.initializer}
+    ops: Counter[str] = Counter()
+    node_count = 0
+    custom: set[str] = set()
+    subgraph_paths: list[str] = []
+    for sub, where in iter_graphs(graph):
+        if sub is not graph:
+            subgraph_paths.append(f"{where} ({len(sub.node)} nodes)")
+        for node in sub.node:
+            node_count += 1
+            domain = node.domain or ""
+            ops[f"{domain}::{node.op_type}" if domain not in ("", "ai.onnx") else node.op_type] += 1
+            if domain not in ("", "ai.onnx", "ai.onnx.ml", "com.microsoft"):
+                custom.add(domain)
+    weights = external = 0
+    files: dict[str, None] = {}
+    init_count = 0
+    for tensor in (t for g, _ in iter_graphs(graph) for t in g.initializer):
+        init_count += 1
+        size = tensor_nbytes(tensor)
+        weights += max(size, 0)
+    for tensor, _ in iter_tensors(proto):
+        if is_external(tensor):
+            entries = {e.key: e.value for e in tensor.external_data}
+            files[entries.get("location", "?")] = None
+            external += max(tensor_nbytes(tensor), 0)
+    return Summary(
+        path=model.name,
+        graph_name=graph.name,
+        ir_version=proto.ir_version,
+        opsets={(o.domain or "ai.onnx"): o.version for o in proto.opset_import},
+        producer=proto.producer_name,
+        producer_version=proto.producer_version,
+        doc_string=proto.doc_string,
+        inputs=[TensorSig.of(v) for v in graph.input if v.name not in initializer_names],
+        outputs=[TensorSig.of(v) for v in graph.output],
+        node_count=node_count,
+        op_types=dict(ops.most_common()),
+        initializer_count=init_count,
+        initializer_bytes=weights,
+        external_bytes=external,
+        external_files=list(files),
+        subgraphs=subgraph_paths,
+        custom_domains=sorted(custom),
+        functions=[f"{f.domain}::{f.name}" for f in proto.functions],
+        metadata={p.key: p.value for p in proto.metadata_props},
+    )
+
+
+def describe_node(node: onnx.NodeProto, index: int | None = None) -> str:
+    """A one-line description of a node, for messages."""
+    return f"{node_label(node, index)}: {list(node.input)} -> {list(node.output)}"

@@ -1,0 +1,373 @@
+"""validate(model) -> Report, and toposort.
+
+``validate`` runs onnx.checker (full check, custom domains allowed) and graphkit's own structural
+checks, recursing into subgraphs and continuing past the first problem, so one run lists everything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import onnx
+
+from graphkit.errors import CycleError, InvalidModelError
+from graphkit.graph import GraphIndex, node_label, subgraphs
+from graphkit.model import Model
+
+__all__ = ["Issue", "Report", "check_or_raise", "toposort", "toposort_proto", "validate"]
+
+_CWD_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One problem found in a model.
+
+    Attributes:
+        severity: "error" (the model is invalid) or "warning" (legal but suspicious).
+        code: A stable identifier, e.g. "dangling-input", "unsorted", "cycle".
+        message: What is wrong, naming node and tensor.
+        graph: Which graph ("main graph" or a path into a subgraph).
+        node: The node's name or label, if one is involved.
+        tensor: The tensor's name, if one is involved.
+        hint: What to do about it.
+    """
+
+    severity: str
+    code: str
+    message: str
+    graph: str = "main graph"
+    node: str | None = None
+    tensor: str | None = None
+    hint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Report:
+    """The result of ``validate``.
+
+    Attributes:
+        model: The model's file or name.
+        issues: Every problem found, errors first.
+        checker: "passed", "failed" or "skipped".
+    """
+
+    model: str
+    issues: tuple[Issue, ...] = field(default_factory=tuple)
+    checker: str = "passed"
+
+    @property
+    def errors(self) -> list[Issue]:
+        """The issues that make the model invalid."""
+        return [i for i in self.issues if i.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Issue]:
+        """The issues that are legal but suspicious."""
+        return [i for i in self.issues if i.severity == "warning"]
+
+    @property
+    def ok(self) -> bool:
+        """True when there are no errors (warnings allowed)."""
+        return not self.errors
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "model": self.model,
+            "ok": self.ok,
+            "checker": self.checker,
+            "errors": len(self.errors),
+            "warnings": len(self.warnings),
+            "issues": [i.to_dict() for i in self.issues],
+        }
+
+
+def validate(model: Model, *, checker: bool = True) -> Report:
+    """Check a model with onnx.checker and graphkit's structural checks, listing every problem.
+
+    Args:
+        model: The model to check (not modified; weights are not read).
+        checker: Also run onnx.checker (full check); False runs graphkit's own checks only.
+
+    Returns:
+        A Report; ``report.ok`` is False when any error was found.
+    """
+    issues: list[Issue] = []
+    _check_domains(model.proto, issues)
+    _check_graph(model.proto.graph, frozenset(), "main graph", issues, top=True)
+    checker_state = "skipped"
+    if checker:
+        message = run_checker(model)
+        checker_state = "passed" if message is None else "failed"
+        if message is not None and not _already_explained(message, issues):
+            issues.append(
+                Issue("error", "checker", f"onnx.checker: {message}", hint="fix the node or tensor the checker names")
+            )
+    issues.sort(key=lambda i: i.severity != "error")
+    return Report(model.name, tuple(issues), checker_state)
+
+
+def check_or_raise(model: Model, *, what: str = "the result") -> None:
+    """Raise unless the model passes validation; used before any artifact is written.
+
+    Raises:
+        InvalidModelError: listing the first errors found.
+    """
+    report = validate(model)
+    if report.ok:
+        return
+    first = report.errors[:3]
+    more = f" (and {len(report.errors) - 3} more)" if len(report.errors) > 3 else ""
+    raise InvalidModelError(
+        f"{what} would be invalid: " + "; ".join(i.message for i in first) + more,
+        hint=first[0].hint or "run 'python -m graphkit check' on the input for details",
+    )
+
+
+def run_checker(model: Model) -> str | None:
+    """Run onnx.checker's full check; return its message, or None when it passes."""
+    proto = model.proto
+    try:
+        with _inside(model.base_dir if model.has_external_data else None):
+            onnx.checker.check_model(proto, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
+        return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    except (ValueError, RuntimeError) as err:
+        return str(err).strip() or type(err).__name__
+    return None
+
+
+@contextlib.contextmanager
+def _inside(folder: os.PathLike[str] | None) -> Iterator[None]:
+    """Run with the working directory set to ``folder`` (the checker resolves external data from it)."""
+    if folder is None:
+        yield
+        return
+    with _CWD_LOCK:
+        previous = os.getcwd()
+        os.chdir(folder)
+        try:
+            yield
+        finally:
+            os.chdir(previous)
+
+
+def _already_explained(message: str, issues: list[Issue]) -> bool:
+    return any(i.severity == "error" and i.tensor and i.tensor in message for i in issues)
+
+
+def _check_domains(proto: onnx.ModelProto, issues: list[Issue]) -> None:
+    imported = {o.domain for o in proto.opset_import} | {"ai.onnx"}
+    if "" in imported:
+        imported.add("ai.onnx")
+    missing: dict[str, str] = {}
+    for graph, where in _graphs(proto):
+        for node in graph.node:
+            domain = node.domain or ""
+            if domain not in imported and domain not in missing:
+                missing[domain] = f"{node_label(node)} in {where}"
+    for func in proto.functions:
+        for node in func.node:
+            domain = node.domain or ""
+            if domain not in imported and domain not in {o.domain for o in func.opset_import} and domain not in missing:
+                missing[domain] = f"{node_label(node)} in function {func.name!r}"
+    for domain, first in missing.items():
+        issues.append(
+            Issue(
+                "error",
+                "missing-opset-import",
+                f"domain {domain or 'ai.onnx'!r} is used (first by {first}) but the model imports no opset for it",
+                node=first,
+                hint=f"add an opset import for {domain!r} (python -m graphkit edit … --set-opset {domain}=1)",
+            )
+        )
+
+
+def _graphs(proto: onnx.ModelProto) -> Iterator[tuple[onnx.GraphProto, str]]:
+    from graphkit.model import iter_graphs
+
+    yield from iter_graphs(proto.graph)
+
+
+def _check_graph(graph: onnx.GraphProto, outer: frozenset[str], where: str, issues: list[Issue], *, top: bool) -> None:
+    index = GraphIndex(graph, outer)
+    defined_up_front = set(index.inputs) | set(index.initializers) | set(outer)
+    _check_producers(graph, index, where, issues)
+    all_outputs = set(index.producer)
+    seen = set(defined_up_front)
+    for i, node in enumerate(graph.node):
+        label = node_label(node, i)
+        for pos, name in enumerate(node.input):
+            if not name or name in seen:
+                continue
+            if name in all_outputs:
+                producer = graph.node[index.producer[name]]
+                issues.append(
+                    Issue(
+                        "error",
+                        "unsorted",
+                        f"{label} reads input #{pos} {name!r} before {node_label(producer, index.producer[name])} produces it",
+                        where,
+                        node.name or label,
+                        name,
+                        "the nodes are not in execution order: run 'python -m graphkit toposort'",
+                    )
+                )
+            else:
+                issues.append(
+                    Issue(
+                        "error",
+                        "dangling-input",
+                        f"{label} reads input #{pos} {name!r}, which no node, graph input or initializer produces",
+                        where,
+                        node.name or label,
+                        name,
+                        f"add {name!r} as a graph input or initializer, or rewire the node to an existing tensor",
+                    )
+                )
+        for sub in subgraphs(node):
+            inner_outer = frozenset(outer | set(index.inputs) | set(index.initializers) | all_outputs)
+            _check_graph(sub, inner_outer, f"{where} > {label}.{sub.name or 'body'}", issues, top=False)
+        seen.update(o for o in node.output if o)
+    try:
+        index.topological_order()
+    except CycleError as err:
+        issues.append(Issue("error", "cycle", err.message, where, hint=err.hint))
+    for out in graph.output:
+        if out.name not in all_outputs and out.name not in defined_up_front:
+            issues.append(
+                Issue(
+                    "error",
+                    "dangling-output",
+                    f"graph output {out.name!r} is produced by no node, input or initializer",
+                    where,
+                    tensor=out.name,
+                    hint="remove the output or add the node that computes it",
+                )
+            )
+    if top:
+        _check_unused(graph, index, where, issues)
+
+
+def _check_producers(graph: onnx.GraphProto, index: GraphIndex, where: str, issues: list[Issue]) -> None:
+    owners: dict[str, str] = {n: "graph input" for n in index.inputs}
+    for name in index.initializers:
+        owners.setdefault(name, "initializer")
+    node_names: set[str] = set()
+    for i, node in enumerate(graph.node):
+        label = node_label(node, i)
+        if node.name:
+            if node.name in node_names:
+                issues.append(
+                    Issue(
+                        "warning",
+                        "duplicate-node-name",
+                        f"two nodes are named {node.name!r}",
+                        where,
+                        node.name,
+                        hint="rename one so edits and reports can tell them apart",
+                    )
+                )
+            node_names.add(node.name)
+        for name in node.output:
+            if not name:
+                continue
+            if name in owners:
+                issues.append(
+                    Issue(
+                        "error",
+                        "duplicate-producer",
+                        f"{label} produces {name!r}, which {owners[name]} already produces",
+                        where,
+                        node.name or label,
+                        name,
+                        "every tensor must have exactly one producer: rename one of the outputs",
+                    )
+                )
+            else:
+                owners[name] = label
+
+
+def _check_unused(graph: onnx.GraphProto, index: GraphIndex, where: str, issues: list[Issue]) -> None:
+    outputs = set(index.outputs)
+    for name in index.initializers:
+        if name not in index.consumers and name not in outputs and name not in set(index.inputs):
+            issues.append(
+                Issue(
+                    "warning",
+                    "unused-initializer",
+                    f"initializer {name!r} is never read",
+                    where,
+                    tensor=name,
+                    hint="remove it with 'python -m graphkit edit … --cleanup'",
+                )
+            )
+    for name in index.inputs:
+        if name not in index.consumers and name not in outputs:
+            issues.append(
+                Issue(
+                    "warning",
+                    "unused-input",
+                    f"graph input {name!r} is never read",
+                    where,
+                    tensor=name,
+                    hint="remove it with 'python -m graphkit edit … --cleanup' if it is not needed",
+                )
+            )
+
+
+# ---------------------------------------------------------------------------------------- toposort
+
+
+def toposort(model: Model) -> Model:
+    """A copy of the model with every graph's nodes in a valid execution order.
+
+    Stable: an order that is already valid is kept; otherwise nodes move as little as possible (each
+    node runs as early as its original position allows). Subgraphs are sorted too, and a node with a
+    body is placed after the producers of the outer tensors its body reads.
+
+    Raises:
+        CycleError: A graph has a cycle; the message lists it.
+    """
+    result = model.copy()
+    toposort_proto(result.proto)
+    return Model(result.proto, model.base_dir, None)
+
+
+def toposort_proto(proto: onnx.ModelProto) -> None:
+    """Sort ``proto``'s graphs in place (see ``toposort``)."""
+    _sort_graph(proto.graph)
+    for func in proto.functions:
+        holder = onnx.GraphProto()
+        holder.node.extend(func.node)
+        holder.input.extend(onnx.helper.make_value_info(n, onnx.TypeProto()) for n in func.input)
+        _sort_graph(holder)
+        del func.node[:]
+        func.node.extend(holder.node)
+
+
+def _sort_graph(graph: onnx.GraphProto) -> None:
+    for node in graph.node:
+        for sub in subgraphs(node):
+            _sort_graph(sub)
+    order = GraphIndex(graph).topological_order()
+    if order == list(range(len(order))):
+        return
+    nodes = [graph.node[i] for i in order]
+    copies = []
+    for node in nodes:
+        clone = onnx.NodeProto()
+        clone.CopyFrom(node)
+        copies.append(clone)
+    del graph.node[:]
+    graph.node.extend(copies)

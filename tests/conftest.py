@@ -1,0 +1,42 @@
+"""Shared test helpers: the bundled fixtures and small model builders."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+import graphkit as gk
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+
+def fixture(name: str) -> Path:
+    """Path of a bundled fixture model."""
+    return FIXTURES / name
+
+
+def digest(path: Path) -> str:
+    """sha256 of a file, to prove inputs are untouched."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def folder_digest(folder: Path) -> dict[str, str]:
+    """sha256 of every file below ``folder``."""
+    return {str(p.relative_to(folder)): digest(p) for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def whole_model() -> gk.Model:
+    return gk.load(fixture("whole_model.onnx"))
+
+
+@pytest.fixture
+def ext_copy(tmp_path: Path) -> Path:
+    """A private copy of the external-weights fixture folder; returns its model path."""
+    target = tmp_path / "ext"
+    shutil.copytree(FIXTURES / "ext_weights", target)
+    return target / "model.onnx"
