@@ -7,6 +7,8 @@ through ONNX Runtime, and find the node where its numbers go wrong.
 from __future__ import annotations
 
 from graphkit.build import GraphBuilder, parse_model
+from graphkit.compare import Comparison, Divergence, MarkerResult, TensorDiff, Tolerance, compare, markers
+from graphkit.diff import Change, ModelDiff, diff
 from graphkit.errors import (
     CorruptModelError,
     CycleError,
@@ -35,6 +37,16 @@ from graphkit.validate import Issue, Report, toposort, validate
 __version__ = "0.1.0"
 
 __all__ = [
+    "Change",
+    "Comparison",
+    "Divergence",
+    "MarkerResult",
+    "ModelDiff",
+    "TensorDiff",
+    "Tolerance",
+    "compare",
+    "diff",
+    "markers",
     "CorruptModelError",
     "CycleError",
     "EditError",
