@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 from pathlib import Path
@@ -96,7 +97,7 @@ def test_chunked_figures_equal_one_shot(monkeypatch: pytest.MonkeyPatch) -> None
     rng = np.random.default_rng(0)
     c, r = rng.standard_normal(10_000), rng.standard_normal(10_000)
     whole = tensor_figures(c, r, Tolerance())
-    monkeypatch.setattr("graphkit.compare._CHUNK", 999)
+    monkeypatch.setattr(importlib.import_module("graphkit.compare"), "_CHUNK", 999)
     chunked = tensor_figures(c, r, Tolerance())
     for key in ("max_abs", "max_rel", "mean_abs", "mse", "cosine", "out_of_tolerance", "needed_atol"):
         assert chunked[key] == pytest.approx(whole[key], rel=1e-12)
