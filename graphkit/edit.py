@@ -591,6 +591,9 @@ def bypass_node(model: Model, /, node: str, input_index: int = 0, *, check: bool
                         hint="remove the node with its readers (remove_node downstream=True) or rewire them first")
     out = used[0] if used else (target.output[0] if target.output else "")
     src_type, out_type = _elem_type(graph, source), _elem_type(graph, out)
+    if graph is proto.graph and not (src_type and out_type):
+        inferred = _inferred_types(proto)
+        src_type, out_type = src_type or inferred.get(source, 0), out_type or inferred.get(out, 0)
     if src_type and out_type and src_type != out_type:
         raise EditError(f"cannot bypass {label}: its input {source!r} is {_dtype_name(src_type)} but its output "
                         f"{out!r} is {_dtype_name(out_type)}", hint="choose another input_index, or keep the node")
@@ -607,6 +610,16 @@ def bypass_node(model: Model, /, node: str, input_index: int = 0, *, check: bool
     elif out:
         _rename_scope(graph, {out: source}, defs=False)
     return _finish(model, proto, check=check, what=f"bypass_node {node}")
+
+
+def _inferred_types(proto: onnx.ModelProto) -> dict[str, int]:
+    """Element types of the main graph's tensors by shape inference (no weights read); {} if it fails."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(_weightless(proto), strict_mode=False)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError):
+        return {}
+    graph = inferred.graph
+    return {v.name: v.type.tensor_type.elem_type for v in [*graph.value_info, *graph.input, *graph.output]}
 
 
 def _drop_value_info(graph: onnx.GraphProto, names: set[str]) -> None:
@@ -1105,7 +1118,12 @@ def _refresh_shapes(model: Model, proto: onnx.ModelProto, *, keep: set[str]) -> 
     for value in proto.graph.output:
         if value.name in keep or not value.type.HasField("tensor_type"):
             continue
-        _copy_shape(found.get(value.name), value)
+        new = found.get(value.name)
+        if new is None or not new.type.tensor_type.HasField("shape"):
+            log.warning("cannot infer the shape of output %r (a custom op?); its declared shape %s was kept: "
+                        "check it (set_dims)", value.name, _declared_shape(value))
+            continue
+        _copy_shape(new, value)
     kept = []
     for value in proto.graph.value_info:
         new = found.get(value.name)
@@ -1672,6 +1690,10 @@ def from_graphsurgeon(graph: Any, *, like: Model | None = None, check: bool = Tr
     except Exception as err:  # graphsurgeon raises plain exceptions
         raise EditError(f"onnx-graphsurgeon cannot export the graph: {err}",
                         hint="check the graph's tensors have dtypes (graph.cleanup().toposort())") from err
+    for tensor, _ in iter_tensors(proto):
+        if is_external(tensor) and (tensor.HasField("raw_data") or not tensor.external_data):
+            del tensor.external_data[:]  # graphsurgeon loaded (and may have changed) these values
+            tensor.data_location = onnx.TensorProto.DEFAULT
     base_dir = None
     if like is not None:
         _restore_fields(proto, like.proto)
