@@ -830,6 +830,8 @@ def set_initializer(model: Model, /, name: str, value: Any, *, allow_reshape: bo
         name: The initializer's (or Constant output's) name.
         value: A numpy array, or a number/list (converted to the current dtype).
         allow_reshape: Accept a value whose shape differs from the current one.
+
+    Output shapes and value_info are refreshed, since the value may set sizes (Resize scales).
         check: Validate the result.
 
     Raises:
@@ -843,6 +845,7 @@ def set_initializer(model: Model, /, name: str, value: Any, *, allow_reshape: bo
     new = numpy_helper.from_array(array, current.name)
     current.Clear()
     current.CopyFrom(new)
+    _refresh_shapes(model, proto, keep=set())  # the value may set a size (Resize scales, Reshape target)
     return _finish(model, proto, check=check, what=f"set_initializer {name}")
 
 
@@ -1008,6 +1011,7 @@ def input_to_initializer(model: Model, /, name: str, value: Any, *, check: bool 
     del proto.graph.input[:]
     proto.graph.input.extend(kept)
     proto.graph.initializer.append(numpy_helper.from_array(array, name))
+    _refresh_shapes(model, proto, keep=set())
     return _finish(model, proto, check=check, what=f"input_to_initializer {name}")
 
 
