@@ -15,7 +15,7 @@ from typing import Any
 
 import onnx
 
-from graphkit.errors import CycleError, InvalidModelError
+from graphkit.errors import CycleError, InvalidModelError, did_you_mean
 from graphkit.graph import GraphIndex, node_label, subgraphs
 from graphkit.model import Model
 
@@ -232,7 +232,7 @@ def _check_graph(graph: onnx.GraphProto, outer: frozenset[str], where: str, issu
                         where,
                         node.name or label,
                         name,
-                        f"add {name!r} as a graph input or initializer, or rewire the node to an existing tensor",
+                        _dangling_hint(name, seen | all_outputs),
                     )
                 )
         for sub in subgraphs(node):
@@ -257,6 +257,12 @@ def _check_graph(graph: onnx.GraphProto, outer: frozenset[str], where: str, issu
             )
     if top:
         _check_unused(graph, index, where, issues)
+
+
+def _dangling_hint(name: str, known: set[str]) -> str:
+    suggestion = did_you_mean(name, sorted(known))
+    base = f"add {name!r} as a graph input or initializer, or rewire the node to an existing tensor"
+    return f"{suggestion} ({base})" if suggestion else base
 
 
 def _check_producers(graph: onnx.GraphProto, index: GraphIndex, where: str, issues: list[Issue]) -> None:
