@@ -231,7 +231,7 @@ def _finish(before: Model, proto: onnx.ModelProto, *, check: bool, what: str, ba
         InvalidModelError: The result fails validation.
     """
     if proto.SerializeToString(deterministic=True) == before.proto.SerializeToString(deterministic=True):
-        raise NoChangeError(f"{what}: {before.name} already is that way; nothing changed",
+        raise NoChangeError(f"{what} changes nothing in {before.name}",
                             hint="drop this edit, or pass --allow-noop to accept edits that change nothing")
     result = Model(proto, base_dir if base_dir is not None else before.base_dir, None)
     if check:

@@ -209,7 +209,9 @@ def run_steps(model: Model, steps: Sequence[Step], *, base_dir: str | os.PathLik
             results.append(StepResult(step.op, step.args, True))
         except NoChangeError as err:
             if not allow_noop:
-                err.message = f"step {i} ({step.op}): {err.message}"
+                if len(steps) > 1:
+                    err.message = f"step {i} ({step.op}): {err.message}"
+                    err.args = (err.message,)
                 raise
             results.append(StepResult(step.op, step.args, False))
         except Exception as err:
