@@ -179,8 +179,11 @@ VERBS: dict[str, Callable[[Path, Path], list[str]]] = {
     "inspect": lambda m, out: ["inspect", str(m)],
     "check": lambda m, out: ["check", str(m)],
     "toposort": lambda m, out: ["toposort", str(m), str(out / "r.onnx")],
+    "edit": lambda m, out: ["edit", str(m), str(out / "r.onnx"), "--set-opset", "ai.onnx=17", "--allow-noop"],
+    "merge": lambda m, out: ["merge", str(m), str(fixture("linear_func.onnx")), str(out / "r.onnx"),
+                             "--connect", "output=a", "--prefixes", "a/", "b/"],
 }
-WRITES = {"toposort"}
+WRITES = {"toposort", "edit"}  # verbs whose single input's graph problems must stop the write
 
 
 @pytest.mark.parametrize("make", FILE_LEVEL, ids=lambda f: f.__name__)
