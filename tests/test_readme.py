@@ -66,3 +66,15 @@ def test_quick_start_is_exactly_two_commands() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert "python3 dev.py test" in ci
     assert os.access(ROOT / ".ci" / "run", os.X_OK)
+
+
+def test_tour_runs(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "tour.py"), "--out", str(tmp_path)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "tour finished" in done.stdout
+    assert "Traceback" not in done.stderr
