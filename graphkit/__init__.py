@@ -26,6 +26,15 @@ from graphkit.errors import (
     UsageError,
     WriteError,
 )
+from graphkit.extract import (
+    Exposure,
+    Extraction,
+    TensorType,
+    expose,
+    expose_with_report,
+    extract,
+    extract_with_report,
+)
 from graphkit.io import load, save, tensor_value
 from graphkit.model import Model
 from graphkit.run import make_feeds, run
@@ -38,6 +47,8 @@ __all__ = [
     "CorruptModelError",
     "CycleError",
     "EditError",
+    "Exposure",
+    "Extraction",
     "ExternalDataError",
     "FeedError",
     "GraphBuilder",
@@ -53,11 +64,16 @@ __all__ = [
     "Report",
     "RuntimeFailure",
     "Summary",
+    "TensorType",
     "TensorNotFoundError",
     "UnsafePathError",
     "UsageError",
     "WriteError",
     "__version__",
+    "expose",
+    "expose_with_report",
+    "extract",
+    "extract_with_report",
     "load",
     "make_feeds",
     "parse_model",
