@@ -509,37 +509,39 @@ _INFER_VALUE_LIMIT = 4096
 
 
 def _inferred_types(
-    g: _Graph, names: Sequence[str], stops: Mapping[str, onnx.TypeProto]
+    g: _Graph,
+    names: Sequence[str],
+    nodes: Iterable[onnx.NodeProto],
+    stops: Mapping[str, onnx.TypeProto],
+    initializers: Iterable[onnx.TensorProto],
 ) -> dict[str, onnx.TypeProto]:
-    """Run ONNX shape inference on the weightless part of the graph that computes ``names``.
+    """Run ONNX shape inference on ``nodes`` (a weightless copy) and return the types of ``names``.
 
-    The part starts at the graph inputs, the initializers and the already typed ``stops``.
+    The graph inputs and the already typed ``stops`` are typed inputs; small initializers keep their
+    values (shape arguments), large ones are typed inputs, never read.
     """
-    region = _ancestors(g, names, set(stops))
-    nodes = sorted({g.producer[n] for n in region if n in g.producer and n not in stops})
     graph = onnx.GraphProto()
     graph.name = g.graph.name or "graph"
-    graph.node.extend(g.nodes[i] for i in nodes)
+    graph.node.extend(nodes)
     graph.input.extend(g.graph.input)
     declared = set(g.inputs)
-    for name in sorted(region):
-        if name in stops and name not in declared:
-            graph.input.append(_value_info(name, stops[name]))
+    for name, tp in stops.items():
+        if name not in declared:
+            graph.input.append(_value_info(name, tp))
             declared.add(name)
+    for tensor in initializers:
+        if tensor.name in declared:
             continue
-        tensor = g.initializers.get(name)
-        if tensor is None:
-            continue
-        small = 0 <= tensor_nbytes(tensor) <= _INFER_VALUE_LIMIT and tensor.data_location != onnx.TensorProto.EXTERNAL
-        if small:
+        if tensor.ByteSize() <= _INFER_VALUE_LIMIT and tensor.data_location != onnx.TensorProto.EXTERNAL:
             graph.initializer.append(tensor)
-        elif name not in declared:
-            graph.input.append(onnx.helper.make_tensor_value_info(name, tensor.data_type, list(tensor.dims)))
-    for name in sorted(region):
-        sparse = g.sparse.get(name)
-        if sparse is not None and name not in declared:
-            graph.input.append(onnx.helper.make_tensor_value_info(name, sparse.values.data_type, list(sparse.dims)))
-    graph.value_info.extend(v for v in g.graph.value_info if v.name in region)
+        else:
+            graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+    for sparse in g.graph.sparse_initializer:
+        if sparse.values.name not in declared:
+            graph.input.append(
+                onnx.helper.make_tensor_value_info(sparse.values.name, sparse.values.data_type, list(sparse.dims))
+            )
+    graph.value_info.extend(g.graph.value_info)
     proto = onnx.ModelProto()
     proto.ir_version = g.model.proto.ir_version
     proto.opset_import.extend(g.model.proto.opset_import)
@@ -611,6 +613,34 @@ class _Typing:
     notes: list[str]
 
 
+def _infer_somehow(
+    g: _Graph,
+    names: Sequence[str],
+    stops: Mapping[str, onnx.TypeProto],
+    cut_nodes: Sequence[int] | None,
+    cut_inputs: Sequence[str],
+) -> dict[str, onnx.TypeProto]:
+    """Shape-infer ``names`` on as little of the graph as is cheap to find.
+
+    Outputs of a cut whose inputs are all typed: the cut's own nodes. Otherwise the prefix of the
+    node list up to the last producer (C-level copies; enough when the nodes are sorted), and when
+    that is not enough, the exact upstream region.
+    """
+    if cut_nodes is not None and all(n in stops for n in cut_inputs):
+        reads = {r for i in cut_nodes for r in g.reads(i)}
+        inits = [t for t in g.graph.initializer if t.name in reads]
+        return _inferred_types(g, names, (g.nodes[i] for i in cut_nodes), stops, inits)
+    last = max((g.producer[n] for n in names if n in g.producer), default=-1)
+    found = _inferred_types(g, names, g.nodes[: last + 1], stops, g.graph.initializer)
+    missing = [n for n in names if n not in found]
+    if missing:
+        region = _ancestors(g, missing, set(stops))
+        nodes = sorted({g.producer[n] for n in region if n in g.producer and n not in stops})
+        inits = [t for t in g.graph.initializer if t.name in region]
+        found |= _inferred_types(g, missing, (g.nodes[i] for i in nodes), stops, inits)
+    return found
+
+
 def _type_boundary(
     g: _Graph,
     inputs: Sequence[str],
@@ -619,6 +649,7 @@ def _type_boundary(
     *,
     observe: bool,
     output_flag: str = "--outputs",
+    cut_nodes: Sequence[int] | None = None,
 ) -> _Typing:
     """Type every boundary tensor, or raise naming the one that needs a type from the user.
 
@@ -639,7 +670,7 @@ def _type_boundary(
         if not pending:
             continue
         stops = {n: types[n] for n in inputs if n in types and n not in pending}
-        for name, tp in _inferred_types(g, pending, stops).items():
+        for name, tp in _infer_somehow(g, pending, stops, cut_nodes if group is outputs else None, inputs).items():
             if name not in types or _has_shape(tp):
                 types[name], source[name] = tp, "inference"
     pending = [n for n in names if n not in types or not _has_shape(types[n])]
@@ -747,7 +778,7 @@ def extract_with_report(
         raise _open_cut_error(g, wanted_in, wanted_out, cut)
     if default_inputs:
         wanted_in = [n for n in wanted_in if n in cut.used_inputs]
-    typing = _type_boundary(g, wanted_in, wanted_out, user_types, observe=observe)
+    typing = _type_boundary(g, wanted_in, wanted_out, user_types, observe=observe, cut_nodes=cut.nodes)
     proto, reordered = _build_extracted(g, cut, wanted_in, wanted_out, typing.types)
     result = model.derive(proto)
     if check:
