@@ -139,7 +139,8 @@ def _default_range(dtype: np.dtype) -> tuple[float, float]:
 
 def _random(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...], lo: float, hi: float) -> np.ndarray:
     if dtype.kind == "f":
-        return rng.uniform(lo, hi, size=shape).astype(dtype)
+        values = rng.random(size=shape, dtype=np.float32) if dtype.itemsize <= 4 else rng.random(size=shape)
+        return (values * (hi - lo) + lo).astype(dtype, copy=False)
     if dtype.kind == "b":
         return rng.integers(0, 2, size=shape).astype(bool)
     if dtype.kind in "iu":
@@ -153,6 +154,7 @@ def _choose_shape(spec: FeedSpec, given: Sequence[int] | None, default_dim: int,
     if given is not None:
         shape = tuple(int(d) for d in given)
         _check_shape(spec, shape, where)
+        _check_size(spec, shape, where)
         return shape
     if spec.shape is None:
         raise FeedError(
@@ -162,7 +164,25 @@ def _choose_shape(spec: FeedSpec, given: Sequence[int] | None, default_dim: int,
     chosen = tuple(d if isinstance(d, int) and d > 0 else default_dim for d in spec.shape)
     if any(not isinstance(d, int) for d in spec.shape):
         log.info("input %r: dynamic dims set to %s", spec.name, chosen)
+    _check_size(spec, chosen, where)
     return chosen
+
+
+#: Generated inputs larger than this are refused (the shape is almost surely wrong).
+MAX_GENERATED_BYTES = 8 * 2**30
+
+
+def _check_size(spec: FeedSpec, shape: tuple[int, ...], where: str) -> None:
+    count = 1
+    for d in shape:
+        count *= d
+    size = count * spec.dtype.itemsize
+    if any(d < 0 for d in shape) or size > MAX_GENERATED_BYTES:
+        raise FeedError(
+            f"input {spec.name!r} of {where} has shape {list(shape)}: a generated value would need "
+            f"{size / 2**30:.3g} GiB",
+            hint=f"the declared shape is wrong or too large; give a smaller one with --shape {spec.name}=…",
+        )
 
 
 def check_feed(spec: FeedSpec, value: np.ndarray, where: str = "the model") -> np.ndarray:
