@@ -227,11 +227,10 @@ class _Graph:
         self.model = model
         self.graph = model.graph
         self.nodes = self.graph.node
-        self.producer: dict[str, int] = {}
-        for i, node in enumerate(self.nodes):
-            for name in node.output:
-                if name and name not in self.producer:
-                    self.producer[name] = i
+        nodes = self.nodes
+        # reversed, so that the first producer of a name wins (a model with two is invalid anyway)
+        self.producer: dict[str, int] = {o: i for i in range(len(nodes) - 1, -1, -1) for o in nodes[i].output}
+        self.producer.pop("", None)
         self.initializers: dict[str, onnx.TensorProto] = {t.name: t for t in self.graph.initializer}
         self.sparse: dict[str, onnx.SparseTensorProto] = {s.values.name: s for s in self.graph.sparse_initializer}
         self.inputs: list[str] = [v.name for v in self.graph.input]
@@ -547,13 +546,7 @@ def _inferred_types(
     proto.opset_import.extend(g.model.proto.opset_import)
     proto.functions.extend(g.model.proto.functions)
     proto.graph.CopyFrom(graph)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
-    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError) as err:
-        log.info("shape inference failed (%s); trying other ways to type the boundary", err)
-        return {}
-    wanted = set(names)
-    return {v.name: v.type for v in inferred.graph.value_info if v.name in wanted and _has_dtype(v.type)}
+    return _run_inference(proto, names)
 
 
 def _observed_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
@@ -613,6 +606,30 @@ class _Typing:
     notes: list[str]
 
 
+def _inferred_prefix(
+    g: _Graph, names: Sequence[str], count: int, stops: Mapping[str, onnx.TypeProto]
+) -> dict[str, onnx.TypeProto]:
+    """Shape-infer ``names`` on the model cut after its first ``count`` nodes (C-level copies only)."""
+    proto = onnx.ModelProto()
+    proto.CopyFrom(g.model.proto)
+    graph = proto.graph
+    del graph.node[count:]
+    del graph.output[:]
+    declared = set(g.inputs)
+    graph.input.extend(_value_info(n, tp) for n, tp in stops.items() if n not in declared)
+    return _run_inference(proto, names)
+
+
+def _run_inference(proto: onnx.ModelProto, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError) as err:
+        log.info("shape inference failed (%s); trying other ways to type the boundary", err)
+        return {}
+    wanted = set(names)
+    return {v.name: v.type for v in inferred.graph.value_info if v.name in wanted and _has_dtype(v.type)}
+
+
 def _infer_somehow(
     g: _Graph,
     names: Sequence[str],
@@ -631,7 +648,7 @@ def _infer_somehow(
         inits = [t for t in g.graph.initializer if t.name in reads]
         return _inferred_types(g, names, (g.nodes[i] for i in cut_nodes), stops, inits)
     last = max((g.producer[n] for n in names if n in g.producer), default=-1)
-    found = _inferred_types(g, names, g.nodes[: last + 1], stops, g.graph.initializer)
+    found = _inferred_prefix(g, names, last + 1, stops)
     missing = [n for n in names if n not in found]
     if missing:
         region = _ancestors(g, missing, set(stops))
@@ -844,7 +861,9 @@ def _build_extracted(
         q for q in src.quantization_annotation if q.tensor_name in kept_tensors or q.tensor_name in boundary
     )
     proto.functions.extend(_used_functions(source, graph))
-    reordered = _sort_if_needed(proto)
+    reordered = not _in_order(g, cut.nodes)
+    if reordered:
+        toposort_proto(proto)
     return proto, reordered
 
 
@@ -870,22 +889,15 @@ def _used_functions(source: onnx.ModelProto, graph: onnx.GraphProto) -> list[onn
     return [f for f in source.functions if (f.domain, f.name, getattr(f, "overload", "")) in used]
 
 
-def _sort_if_needed(proto: onnx.ModelProto) -> bool:
-    """Sort the main graph if its nodes (in source order) are not an execution order."""
-    graph = proto.graph
-    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
-    defined |= {s.values.name for s in graph.sparse_initializer}
-    produced = {o for n in graph.node for o in n.output if o}
-    for node in graph.node:
-        reads = [n for n in node.input if n]
-        if len(node.attribute):
-            for sub in subgraphs(node):
-                reads.extend(subgraph_outer_reads(sub))
-        if any(r in produced and r not in defined for r in reads):
-            toposort_proto(proto)
-            return True
-        defined.update(o for o in node.output if o)
-    return False
+def _in_order(g: _Graph, nodes: Sequence[int]) -> bool:
+    """Whether the kept nodes, in source order, read only what an earlier kept node (or no node) makes."""
+    kept = set(nodes)
+    for i in nodes:
+        for name in g.reads(i):
+            p = g.producer.get(name)
+            if p is not None and p in kept and p >= i:
+                return False
+    return True
 
 
 # ----------------------------------------------------------------------------------------- expose

@@ -352,10 +352,13 @@ def _graph_non_utf8(graph: onnx.GraphProto) -> str | None:
             for dim in value.type.tensor_type.shape.dim:
                 if isinstance(dim.dim_param, bytes) or isinstance(dim.denotation, bytes):
                     return f"a dim name of {value.name!r}"
-    for tensor in graph.initializer:
-        if isinstance(tensor.name, bytes) or any(isinstance(e.key, bytes) or isinstance(e.value, bytes)
-                                                 for e in tensor.external_data):
+    for tensor in graph.initializer:  # (plain loops: this runs over every node of large graphs)
+        if type(tensor.name) is bytes:
             return "an initializer name"
+        if len(tensor.external_data):
+            for e in tensor.external_data:
+                if type(e.key) is bytes or type(e.value) is bytes:
+                    return "an initializer name"
     for node in graph.node:
         if _node_non_utf8(node):
             return "a node's name, op type, domain or tensor name"
@@ -363,11 +366,21 @@ def _graph_non_utf8(graph: onnx.GraphProto) -> str | None:
 
 
 def _node_non_utf8(node: onnx.NodeProto) -> bool:
-    if any(isinstance(v, bytes) for v in (node.name, node.op_type, node.domain, node.doc_string)):
+    if type(node.name) is bytes or type(node.op_type) is bytes or type(node.domain) is bytes:
         return True
-    if any(isinstance(v, bytes) for v in node.input) or any(isinstance(v, bytes) for v in node.output):
+    if type(node.doc_string) is bytes:
         return True
-    return any(isinstance(a.name, bytes) or isinstance(a.ref_attr_name, bytes) for a in node.attribute)
+    for v in node.input:
+        if type(v) is bytes:
+            return True
+    for v in node.output:
+        if type(v) is bytes:
+            return True
+    if len(node.attribute):
+        for a in node.attribute:
+            if type(a.name) is bytes or type(a.ref_attr_name) is bytes:
+                return True
+    return False
 
 
 def external_ref(model: Model, tensor: onnx.TensorProto, *, where: str = "") -> ExternalRef:
