@@ -48,6 +48,15 @@ from graphkit.errors import (
     UsageError,
     WriteError,
 )
+from graphkit.extract import (
+    Exposure,
+    Extraction,
+    TensorType,
+    expose,
+    expose_with_report,
+    extract,
+    extract_with_report,
+)
 from graphkit.io import load, save, tensor_value
 from graphkit.model import Model
 from graphkit.recipe import apply_recipe, load_recipe
@@ -61,7 +70,9 @@ __all__ = [
     "CorruptModelError",
     "CycleError",
     "EditError",
+    "Exposure",
     "ExternalDataError",
+    "Extraction",
     "FeedError",
     "GraphBuilder",
     "GraphkitError",
@@ -77,6 +88,7 @@ __all__ = [
     "RuntimeFailure",
     "Summary",
     "TensorNotFoundError",
+    "TensorType",
     "UnsafePathError",
     "UsageError",
     "WriteError",
@@ -85,6 +97,10 @@ __all__ = [
     "bypass_node",
     "cleanup",
     "constant_to_input",
+    "expose",
+    "expose_with_report",
+    "extract",
+    "extract_with_report",
     "fold_constants",
     "from_graphsurgeon",
     "initializer_to_input",
