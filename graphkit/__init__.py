@@ -28,18 +28,21 @@ from graphkit.errors import (
 )
 from graphkit.io import load, save, tensor_value
 from graphkit.model import Model
-from graphkit.run import make_feeds, run
+from graphkit.run import ChainResult, RunResult, make_feeds, run, run_chain, run_detailed
+from graphkit.split import Fragment, Split, load_split, split, write_split
 from graphkit.summary import Summary, summarize
 from graphkit.validate import Issue, Report, toposort, validate
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ChainResult",
     "CorruptModelError",
     "CycleError",
     "EditError",
     "ExternalDataError",
     "FeedError",
+    "Fragment",
     "GraphBuilder",
     "GraphkitError",
     "InvalidModelError",
@@ -51,7 +54,9 @@ __all__ = [
     "NodeNotFoundError",
     "OpenCutError",
     "Report",
+    "RunResult",
     "RuntimeFailure",
+    "Split",
     "Summary",
     "TensorNotFoundError",
     "UnsafePathError",
@@ -59,12 +64,17 @@ __all__ = [
     "WriteError",
     "__version__",
     "load",
+    "load_split",
     "make_feeds",
     "parse_model",
     "run",
+    "run_chain",
+    "run_detailed",
     "save",
+    "split",
     "summarize",
     "tensor_value",
     "toposort",
     "validate",
+    "write_split",
 ]
