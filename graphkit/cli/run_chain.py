@@ -63,9 +63,9 @@ def render(result: ChainResult, seed: int, why: str) -> None:
     _render.text("inputs")
     render_feeds(result.feeds, seed)
     _render.text("fragments")
-    rows = [(f"#{f.index}", f.name, str(f.nodes), ms(f.load_seconds), ms(f.run_seconds), human_bytes(f.peak_output_bytes),
+    frows = [(f"#{f.index}", f.name, str(f.nodes), ms(f.load_seconds), ms(f.run_seconds), human_bytes(f.peak_output_bytes),
              human_bytes(f.live_bytes)) for f in result.fragments]
-    _render.table(rows, ["#", "fragment", "nodes", "load", "run", "peak output", "held after"], indent=2)
+    _render.table(frows, ["#", "fragment", "nodes", "load", "run", "peak output", "held after"], indent=2)
     chain_run = sum(f.run_seconds for f in result.fragments)
     line = f"chain    load {ms(result.chain_seconds - chain_run)}, run {ms(chain_run)}"
     if result.whole_run_seconds is not None and result.whole_load_seconds is not None:
