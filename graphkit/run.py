@@ -848,13 +848,19 @@ def _chain_parts(
 
 def _open_ends(models: Sequence[Model]) -> tuple[list[FeedSpec], list[str]]:
     """For plain models: inputs nothing earlier produces, and outputs nothing later reads."""
-    produced: set[str] = set()
+    producer = {o.name: j for j, model in enumerate(models) for o in model.graph.output}
     specs: list[FeedSpec] = []
-    for model in models:
+    for i, model in enumerate(models):
         for spec in input_specs(model):
-            if spec.name not in produced and spec.name not in {s.name for s in specs}:
+            j = producer.get(spec.name, -1)
+            if j >= i:
+                raise UsageError(
+                    f"fragment {i} ({model.name}) reads {spec.name!r}, which fragment {j} computes "
+                    + ("itself" if j == i else "after it"),
+                    hint="run the fragments in the order of their manifest",
+                )
+            if j < 0 and spec.name not in {s.name for s in specs}:
                 specs.append(spec)
-        produced.update(o.name for o in model.graph.output)
     read_later: set[str] = set()
     final: list[str] = []
     for model in reversed(models):

@@ -112,6 +112,8 @@ class Fragment:
         first_node: Label of its first node.
         last_node: Label of its last node.
         file: Its file name in the split folder, once written or loaded.
+        data_file: The file holding its external weights, if any.
+        sha256: The sha256 of ``file``.
     """
 
     index: int
@@ -123,11 +125,15 @@ class Fragment:
     first_node: str
     last_node: str
     file: str | None = None
+    data_file: str | None = None
+    sha256: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The manifest entry (without the file fields)."""
+        """The manifest entry (file fields only once written)."""
+        files = {"file": self.file, "data": self.data_file, "sha256": self.sha256} if self.file else {}
         return {
             "index": self.index,
+            **files,
             "nodes": self.nodes,
             "weight_bytes": self.weight_bytes,
             "first_node": self.first_node,
@@ -195,12 +201,7 @@ class Split:
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest: format, source, inputs, outputs, fragments in order, cuts."""
-        fragments = []
-        for f in self.fragments:
-            entry = f.to_dict()
-            if f.file is not None:
-                entry = {"index": f.index, "file": f.file, **{k: v for k, v in entry.items() if k != "index"}}
-            fragments.append(entry)
+        fragments = [f.to_dict() for f in self.fragments]
         source: dict[str, Any] = {"path": str(self.source_path) if self.source_path else None,
                                   "sha256": self.source_sha256}
         if self.folder is not None and self.source_path is not None:
@@ -703,21 +704,15 @@ def _check_outdir(result: Split, folder: Path, overwrite: bool) -> None:
 def _write_into(result: Split, tmp: Path, final: Path, external: bool | None) -> Split:
     width = max(2, len(str(len(result) - 1)))
     fragments = []
-    entries = []
     for f in result:
         file = f"part_{f.index:0{width}d}.onnx"
         saved = io.save(f.model, tmp / file, external=external)
-        data = [p for p in (tmp / f"part_{f.index:0{width}d}.data",) if p.exists()]
-        entry = {"index": f.index, "file": file, "data": data[0].name if data else None,
-                 "sha256": _sha256(tmp / file), **{k: v for k, v in f.to_dict().items() if k != "index"}}
-        entries.append(entry)
+        data = tmp / f"part_{f.index:0{width}d}.data"
         fragments.append(Fragment(f.index, saved, f.nodes, f.weight_bytes, f.inputs, f.outputs, f.first_node,
-                                  f.last_node, file))
+                                  f.last_node, file, data.name if data.exists() else None, _sha256(tmp / file)))
     written = Split(tuple(fragments), result.inputs, result.outputs, result.cuts, result.method, result.source,
                     result.source_path, result.source_sha256, final.resolve())
-    manifest = written.to_dict()
-    manifest["fragments"] = entries
-    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    (tmp / MANIFEST).write_text(json.dumps(written.to_dict(), indent=2) + "\n")
     return written
 
 
@@ -741,7 +736,7 @@ def _relocate(written: Split, folder: Path) -> Split:
     """The same split, its fragment models pointing into ``folder`` (the temporary folder is gone)."""
     fragments = tuple(
         Fragment(f.index, Model(f.model.proto, folder.resolve(), folder / f.file if f.file else None), f.nodes,
-                 f.weight_bytes, f.inputs, f.outputs, f.first_node, f.last_node, f.file)
+                 f.weight_bytes, f.inputs, f.outputs, f.first_node, f.last_node, f.file, f.data_file, f.sha256)
         for f in written
     )
     return Split(fragments, written.inputs, written.outputs, written.cuts, written.method, written.source,
@@ -797,7 +792,8 @@ def _from_manifest(data: dict[str, Any], folder: Path, manifest_path: Path) -> S
         outputs = tuple(_port_from(p, input_=False) for p in entry["outputs"])
         _check_signature(model, inputs, outputs, file)
         fragments.append(Fragment(i, model, int(entry["nodes"]), int(entry["weight_bytes"]), inputs, outputs,
-                                  entry.get("first_node", ""), entry.get("last_node", ""), entry["file"]))
+                                  entry.get("first_node", ""), entry.get("last_node", ""), entry["file"],
+                                  entry.get("data"), entry.get("sha256")))
     source = data.get("source") or {}
     source_path = _source_path(source, folder)
     return Split(
