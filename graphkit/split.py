@@ -43,7 +43,7 @@ from graphkit.errors import (
     not_found,
 )
 from graphkit.graph import GraphIndex, node_label, subgraphs
-from graphkit.model import Model, iter_graphs, iter_tensors
+from graphkit.model import Model, is_external, iter_graphs, iter_tensors
 from graphkit.summary import TensorSig
 from graphkit.validate import check_or_raise
 
@@ -57,6 +57,8 @@ VERSION = 1
 BALANCES = ("nodes", "weights")
 #: How far (as a share of one part) a cut may move from its balanced position to find fewer crossing tensors.
 _WINDOW = 0.25
+#: Weights up to this many bytes stay in the model given to shape inference (shape constants live there).
+_SMALL_WEIGHT = 4096
 
 
 # ------------------------------------------------------------------------------------------ results
@@ -537,13 +539,36 @@ def _has_type(value: onnx.ValueInfoProto) -> bool:
 
 def _inferred(model: Model) -> dict[str, onnx.ValueInfoProto]:
     try:
-        inferred = onnx.shape_inference.infer_shapes(model.proto, strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(_structure(model.proto), strict_mode=False, data_prop=True)
     except (onnx.shape_inference.InferenceError, ValueError, RuntimeError) as err:
         log.info("shape inference failed on %s: %s", model.name, err)
         return {}
     found = {v.name: v for v in inferred.graph.value_info}
     found.update({v.name: v for v in inferred.graph.output})
     return found
+
+
+def _structure(src: onnx.ModelProto) -> onnx.ModelProto:
+    """The model for shape inference: large inline weights become typed graph inputs (values unread),
+    small ones (shape constants, which inference may need) stay."""
+    proto = onnx.ModelProto()
+    proto.ir_version = src.ir_version
+    proto.opset_import.extend(src.opset_import)
+    proto.functions.extend(src.functions)
+    graph = proto.graph
+    graph.name = src.graph.name
+    graph.node.extend(src.graph.node)
+    graph.input.extend(src.graph.input)
+    graph.output.extend(src.graph.output)
+    graph.value_info.extend(src.graph.value_info)
+    graph.sparse_initializer.extend(src.graph.sparse_initializer)
+    listed = {v.name for v in src.graph.input}
+    for tensor in src.graph.initializer:
+        if io.tensor_nbytes(tensor) <= _SMALL_WEIGHT or is_external(tensor):
+            graph.initializer.append(tensor)
+        elif tensor.name not in listed:
+            graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+    return proto
 
 
 def _observed(model: Model, names: list[str]) -> dict[str, onnx.ValueInfoProto]:

@@ -342,3 +342,16 @@ def test_changed_source_is_not_compared(whole_model: gk.Model, tmp_path: Path) -
     assert model is None and "changed since the split" in why
     chain = gk.run_chain(tmp_path / "out")
     assert not chain.compared and chain.ok
+
+
+def test_untyped_boundary_that_nothing_can_type_is_a_clear_error() -> None:
+    b = gk.GraphBuilder("custom")
+    b.input("x", "float32", [2, 2])
+    b.node("Mystery", ["x"], name="mystery", outputs=["t"], domain="custom")
+    b.node("Relu", ["t"], name="relu", outputs=["y"])
+    b.output("y", "float32", [2, 2])
+    model = b.build()
+    with pytest.raises(gk.InvalidModelError) as err:
+        gk.split(model, at=["t"])
+    assert "'t'" in err.value.message and "running the model failed" in err.value.message
+    assert "value_info" in err.value.hint
