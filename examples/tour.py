@@ -30,7 +30,7 @@ def build_linear_func(out: Path) -> Path:
 
     b = gk.GraphBuilder("linear_func")
     a, x, c = (b.input(n, "float32", [10, 10]) for n in ("a", "x", "b"))
-    b.node("Add", [b.node("Mul", [a, x]), c], outputs=["output"])
+    b.node("Add", [b.node("Mul", [a, x], name="Mul"), c], name="Add", outputs=["output"])
     b.output("output", "float32", [10, 10])
     path = out / "linear_func.onnx"
     gk.save(b.build(), path)
@@ -46,6 +46,12 @@ def main() -> None:
     linear = build_linear_func(out)
     step("inspect it", "inspect", str(linear))
     step("check it", "check", str(linear))
+    step("turn its Add into a Sub (edit)", "edit", str(linear), str(out / "linear_sub.onnx"), "--set-op-type", "Add=Sub")
+    step("check the edited model", "check", str(out / "linear_sub.onnx"))
+    step("make the Resize scales of SRCNN an input named factor", "edit", str(FIX / "srcnn.onnx"),
+         str(out / "srcnn_factor.onnx"), "--input-from-constant", "/Constant_output_0=factor")
+    step("make model_static's batch dim dynamic", "edit", str(FIX / "model_static.onnx"),
+         str(out / "model_dynamic_0.onnx"), "--dynamic", "in:0=batch")
     step("inspect the seed's branchy conv net", "inspect", str(FIX / "whole_model.onnx"))
     step("toposort it (already sorted: unchanged)", "toposort", str(FIX / "whole_model.onnx"), str(out / "sorted.onnx"))
     step("a model with external weights", "inspect", str(FIX / "ext_weights" / "model.onnx"))

@@ -31,7 +31,7 @@ from graphkit.errors import (
     UsageError,
     WriteError,
 )
-from graphkit.model import Model, is_external, iter_initializers, iter_tensors
+from graphkit.model import Model, is_external, iter_graphs, iter_initializers, iter_tensors
 
 __all__ = [
     "ExternalRef",
@@ -144,7 +144,64 @@ def _parse(data: bytes, label: str) -> onnx.ModelProto:
             raise CorruptModelError(
                 f"{label}: a node ({node.name or 'unnamed'}) has no op_type", hint="the file is corrupted"
             )
+    bad = _first_non_utf8(proto)
+    if bad is not None:
+        raise CorruptModelError(
+            f"{label}: {bad} is not valid UTF-8 text", hint="the file is corrupted; export or copy it again"
+        )
     return proto
+
+
+def _first_non_utf8(proto: onnx.ModelProto) -> str | None:
+    """Where the model holds a name that protobuf could not decode as text (it then hands out bytes)."""
+    for field_name in ("producer_name", "producer_version", "domain", "doc_string"):
+        if isinstance(getattr(proto, field_name), bytes):
+            return f"the model's {field_name}"
+    for opset in proto.opset_import:
+        if isinstance(opset.domain, bytes):
+            return "an opset domain"
+    for entry in proto.metadata_props:
+        if isinstance(entry.key, bytes) or isinstance(entry.value, bytes):
+            return "a metadata entry"
+    for graph, where in iter_graphs(proto.graph):
+        problem = _graph_non_utf8(graph)
+        if problem:
+            return f"{problem} in {where}"
+    for func in proto.functions:
+        if any(isinstance(v, bytes) for v in (func.name, func.domain, *func.input, *func.output)):
+            return "a function name"
+        for node in func.node:
+            if _node_non_utf8(node):
+                return f"a name in function {func.name!r}"
+    return None
+
+
+def _graph_non_utf8(graph: onnx.GraphProto) -> str | None:
+    if isinstance(graph.name, bytes) or isinstance(graph.doc_string, bytes):
+        return "the graph's name"
+    for values in (graph.input, graph.output, graph.value_info):
+        for value in values:
+            if isinstance(value.name, bytes):
+                return "a tensor name"
+            for dim in value.type.tensor_type.shape.dim:
+                if isinstance(dim.dim_param, bytes) or isinstance(dim.denotation, bytes):
+                    return f"a dim name of {value.name!r}"
+    for tensor in graph.initializer:
+        if isinstance(tensor.name, bytes) or any(isinstance(e.key, bytes) or isinstance(e.value, bytes)
+                                                 for e in tensor.external_data):
+            return "an initializer name"
+    for node in graph.node:
+        if _node_non_utf8(node):
+            return "a node's name, op type, domain or tensor name"
+    return None
+
+
+def _node_non_utf8(node: onnx.NodeProto) -> bool:
+    if any(isinstance(v, bytes) for v in (node.name, node.op_type, node.domain, node.doc_string)):
+        return True
+    if any(isinstance(v, bytes) for v in node.input) or any(isinstance(v, bytes) for v in node.output):
+        return True
+    return any(isinstance(a.name, bytes) or isinstance(a.ref_attr_name, bytes) for a in node.attribute)
 
 
 def external_ref(model: Model, tensor: onnx.TensorProto, *, where: str = "") -> ExternalRef:

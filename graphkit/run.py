@@ -306,7 +306,8 @@ def _default_range(dtype: np.dtype) -> tuple[float, float]:
 def _random(rng: np.random.Generator, spec: FeedSpec, shape: tuple[int, ...], lo: float, hi: float) -> np.ndarray:
     dtype = spec.dtype
     if dtype.kind == "f":
-        return rng.uniform(lo, hi, size=shape).astype(dtype)
+        values = rng.random(size=shape, dtype=np.float32) if dtype.itemsize <= 4 else rng.random(size=shape)
+        return (values * (hi - lo) + lo).astype(dtype, copy=False)
     if dtype.kind == "b":
         return rng.integers(0, 2, size=shape).astype(bool)
     if dtype.kind in "iu":
@@ -325,6 +326,7 @@ def _choose_shape(
     if given is not None:
         shape = tuple(int(d) for d in given)
         _check_shape(spec, shape, where)
+        _check_size(spec, shape, where)
         from_flag = {
             _dim_label(want, axis): f"{shape[axis]} (--shape)"
             for axis, want in enumerate(spec.shape or [])
@@ -348,7 +350,25 @@ def _choose_shape(
         else:
             shape_list.append(default_dim)
             chosen[_dim_label(want, axis)] = f"{default_dim} (default; set it with --shape or --dim)"
+    _check_size(spec, tuple(shape_list), where)
     return tuple(shape_list), chosen
+
+
+#: Generated inputs larger than this are refused (the shape is almost surely wrong).
+MAX_GENERATED_BYTES = 8 * 2**30
+
+
+def _check_size(spec: FeedSpec, shape: tuple[int, ...], where: str) -> None:
+    count = 1
+    for d in shape:
+        count *= d
+    size = count * spec.dtype.itemsize
+    if any(d < 0 for d in shape) or size > MAX_GENERATED_BYTES:
+        raise FeedError(
+            f"input {spec.name!r} of {where} has shape {list(shape)}: a generated value would need "
+            f"{size / 2**30:.3g} GiB",
+            hint=f"the declared shape is wrong or too large; give a smaller one with --shape {spec.name}=…",
+        )
 
 
 def _dim_label(want: int | str | None, axis: int) -> str:

@@ -15,8 +15,9 @@ from typing import Any
 
 import onnx
 
-from graphkit.errors import CycleError, InvalidModelError
+from graphkit.errors import CycleError, InvalidModelError, did_you_mean
 from graphkit.graph import GraphIndex, node_label, subgraphs
+from graphkit.io import tensor_nbytes
 from graphkit.model import Model
 
 __all__ = ["Issue", "Report", "check_or_raise", "toposort", "toposort_proto", "validate"]
@@ -232,7 +233,7 @@ def _check_graph(graph: onnx.GraphProto, outer: frozenset[str], where: str, issu
                         where,
                         node.name or label,
                         name,
-                        f"add {name!r} as a graph input or initializer, or rewire the node to an existing tensor",
+                        _dangling_hint(name, seen | all_outputs),
                     )
                 )
         for sub in subgraphs(node):
@@ -255,8 +256,71 @@ def _check_graph(graph: onnx.GraphProto, outer: frozenset[str], where: str, issu
                     hint="remove the output or add the node that computes it",
                 )
             )
+    _check_tensor_data(graph, where, issues)
+    _check_dims(graph, where, issues)
     if top:
         _check_unused(graph, index, where, issues)
+
+
+_TYPED_FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data")
+#: More elements than any real tensor has: 2^40 (a tera-element).
+ABSURD_ELEMENTS = 2**40
+
+
+def _check_tensor_data(graph: onnx.GraphProto, where: str, issues: list[Issue]) -> None:
+    for tensor in graph.initializer:
+        problem = tensor_data_problem(tensor)
+        if problem:
+            issues.append(Issue("error", "initializer-size", f"initializer {tensor.name!r}: {problem}", where,
+                                tensor=tensor.name, hint="the file is corrupted or was edited by hand; export it again"))
+
+
+def tensor_data_problem(tensor: onnx.TensorProto) -> str | None:
+    """Why a tensor's stored data contradicts its dims and dtype, or None when consistent."""
+    if any(d < 0 for d in tensor.dims):
+        return f"negative dim in shape {list(tensor.dims)}"
+    count = 1
+    for d in tensor.dims:
+        count *= int(d)
+    if count > ABSURD_ELEMENTS:
+        return f"shape {list(tensor.dims)} has an absurd number of elements ({count})"
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return None  # checked against the file when loaded
+    expected = tensor_nbytes(tensor)
+    if tensor.HasField("raw_data"):
+        if expected >= 0 and len(tensor.raw_data) != expected:
+            return f"holds {len(tensor.raw_data)} bytes but shape {list(tensor.dims)} of its dtype needs {expected}"
+        return None
+    stored = [f for f in _TYPED_FIELDS if len(getattr(tensor, f))]
+    if not stored:
+        return None if count == 0 else f"holds no data but shape {list(tensor.dims)} needs {count} elements"
+    held = len(getattr(tensor, stored[0]))
+    if tensor.data_type in (onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128):
+        held //= 2
+    if held != count and tensor.data_type not in _PACKED:
+        return f"holds {held} elements but shape {list(tensor.dims)} needs {count}"
+    return None
+
+
+_PACKED = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(onnx.TensorProto, n)}
+
+
+def _check_dims(graph: onnx.GraphProto, where: str, issues: list[Issue]) -> None:
+    for kind, values in (("graph input", graph.input), ("graph output", graph.output), ("value_info", graph.value_info)):
+        for value in values:
+            dims = [d.dim_value for d in value.type.tensor_type.shape.dim if d.HasField("dim_value")]
+            total = 1
+            for d in dims:
+                total *= max(d, 1)
+            if any(d < 0 for d in dims) or total > ABSURD_ELEMENTS:
+                issues.append(Issue("error", "absurd-shape", f"{kind} {value.name!r} has an impossible shape {dims}",
+                                    where, tensor=value.name, hint="fix the shape (graphkit edit --fixed/--dynamic)"))
+
+
+def _dangling_hint(name: str, known: set[str]) -> str:
+    suggestion = did_you_mean(name, sorted(known))
+    base = f"add {name!r} as a graph input or initializer, or rewire the node to an existing tensor"
+    return f"{suggestion} ({base})" if suggestion else base
 
 
 def _check_producers(graph: onnx.GraphProto, index: GraphIndex, where: str, issues: list[Issue]) -> None:

@@ -19,7 +19,7 @@ from graphkit.errors import GraphkitError
 __all__ = ["VERBS", "build_parser", "main"]
 
 #: Verb modules, in the order ``--help`` lists them.
-VERBS = ["inspect", "check", "toposort", "run", "split", "run-chain"]
+VERBS = ["inspect", "check", "toposort", "edit", "merge", "run", "split", "run-chain"]
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
 

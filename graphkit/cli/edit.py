@@ -1,0 +1,333 @@
+"""edit IN OUT [EDITS…] [--recipe FILE]: change a model without PyTorch; the result is validated before it is written.
+
+Edits apply in the order given on the command line; a --recipe's steps apply at its position.
+Each option is one step of a recipe (see --save-recipe), so a command line can be kept and replayed.
+An edit that changes nothing is an error (exit 2) unless --allow-noop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from graphkit.cli import _common, _render
+from graphkit.errors import UsageError
+from graphkit.model import Model
+from graphkit.recipe import Step, load_recipe, run_steps, save_recipe
+
+EXAMPLES = """examples:
+  python -m graphkit edit linear_func.onnx out.onnx --set-op-type Add=Sub
+  python -m graphkit edit srcnn.onnx out.onnx --input-from-constant /Constant_output_0=factor
+  python -m graphkit edit model_static.onnx out.onnx --dynamic in:0=batch
+  python -m graphkit edit debug_markers.onnx out.onnx --replace-op my::Debug=Identity --save-recipe r.yaml
+  python -m graphkit edit next_version.onnx out.onnx --recipe r.yaml
+"""
+
+
+def _pair(text: str, flag: str, sep: str = "=") -> tuple[str, str]:
+    left, found, right = text.partition(sep)
+    if not found or not left:
+        raise UsageError(f"{flag} {text!r}: expected LEFT{sep}RIGHT", hint=f"e.g. {flag} {_EXAMPLE.get(flag, 'A=B')}")
+    return left, right
+
+
+_EXAMPLE = {
+    "--set-attr": "/conv1/Conv.group=1", "--remove-attr": "/conv1/Conv.group", "--set-op-type": "Add=Sub",
+    "--rename": "old_name=new_name", "--rename-node": "old=new", "--insert-after": "x=Relu",
+    "--set-initializer": "conv1.bias=bias.npy", "--freeze": "scale=[1.0]", "--dynamic": "input:0=batch",
+    "--fixed": "input:0=1", "--replace-op": "my::Debug=Identity", "--set-opset": "ai.onnx=17",
+}
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _value(text: str) -> Any:
+    """A .npy file (kept as {"npy": absolute path}) or a JSON value."""
+    if text.endswith(".npy"):
+        return {"npy": str(Path(text).resolve())}
+    return _json_or_text(text)
+
+
+def _node_attr(text: str, flag: str) -> tuple[str, str]:
+    node, dot, name = text.rpartition(".")
+    if not dot or not node or not name:
+        raise UsageError(f"{flag} {text!r}: expected NODE.ATTRIBUTE", hint=f"e.g. {flag} {_EXAMPLE[flag]}")
+    return node, name
+
+
+def _split_op(text: str) -> tuple[str, str | None]:
+    domain, sep, op = text.rpartition("::")
+    return (op, domain) if sep else (text, None)
+
+
+def _dims(text: str, flag: str, fixed: bool) -> Step:
+    left, right = _pair(text, flag)
+    tensor, colon, axis = left.rpartition(":")
+    if not colon or not tensor or not axis.lstrip("-").isdigit():
+        raise UsageError(f"{flag} {text!r}: expected TENSOR:AXIS={'SIZE' if fixed else 'NAME'}",
+                         hint=f"e.g. {flag} {_EXAMPLE[flag]}")
+    if fixed:
+        if not right.isdigit():
+            raise UsageError(f"{flag} {text!r}: {right!r} is not a size", hint=f"e.g. {flag} {_EXAMPLE[flag]}")
+        dim: Any = int(right)
+    else:
+        dim = None if right in ("", "?") else right
+    return Step("set_dims", {"tensor": tensor, "dims": {str(int(axis)): dim}})
+
+
+def _set_attr(text: str) -> Step:
+    left, right = _pair(text, "--set-attr")
+    node, name = _node_attr(left, "--set-attr")
+    return Step("set_attribute", {"node": node, "name": name, "value": _value(right)})
+
+
+def _remove_attr(text: str) -> Step:
+    node, name = _node_attr(text, "--remove-attr")
+    return Step("remove_attribute", {"node": node, "name": name})
+
+
+def _set_op_type(text: str) -> Step:
+    node, target = _pair(text, "--set-op-type")
+    op, domain = _split_op(target)
+    args: dict[str, Any] = {"node": node, "op_type": op}
+    if domain is not None:
+        args["domain"] = domain
+    return Step("set_op_type", args)
+
+
+def _renamed(op: str, flag: str) -> Callable[[str], Step]:
+    def build(text: str) -> Step:
+        old, new = _pair(text, flag)
+        return Step(op, {"old": old, "new": new})
+    return build
+
+
+def _bypass(text: str) -> Step:
+    node, sep, index = text.rpartition("=")
+    if sep and index.isdigit():
+        return Step("bypass_node", {"node": node, "input_index": int(index)})
+    return Step("bypass_node", {"node": text})
+
+
+def _insert_after(text: str) -> Step:
+    tensor, target = _pair(text, "--insert-after")
+    op, domain = _split_op(target)
+    return Step("insert_node", {"after": tensor, "op_type": op, **({"domain": domain} if domain else {})})
+
+
+def _to_input(op: str, flag: str) -> Callable[[str], Step]:
+    def build(text: str) -> Step:
+        name, sep, new = text.partition("=")
+        return Step(op, {"name": name, **({"input_name": new} if sep and new else {})})
+    return build
+
+
+def _with_value(op: str, flag: str) -> Callable[[str], Step]:
+    def build(text: str) -> Step:
+        name, value = _pair(text, flag)
+        return Step(op, {"name": name, "value": _value(value)})
+    return build
+
+
+def _replace_op(text: str) -> Step:
+    op, target = _pair(text, "--replace-op")
+    new_op, domain = _split_op(target)
+    return Step("replace_op", {"old_op": op, "new_op_type": new_op, **({"new_domain": domain} if domain else {})})
+
+
+def _set_opset(text: str) -> Step:
+    domain, version = _pair(text, "--set-opset")
+    if not version.isdigit():
+        raise UsageError(f"--set-opset {text!r}: {version!r} is not a version", hint="e.g. --set-opset ai.onnx=17")
+    return Step("set_opset", {"domain": domain, "version": int(version)})
+
+
+def _fold(text: str | None) -> Step:
+    if text is None:
+        return Step("fold_constants", {})
+    if not text.isdigit():
+        raise UsageError(f"--fold-constants {text!r}: not a byte count", hint="e.g. --fold-constants 1048576")
+    return Step("fold_constants", {"max_bytes": int(text)})
+
+
+#: flag → (metavar, builder, help). Order here is the order --help lists them.
+OPTIONS: dict[str, tuple[str | None, Callable[[Any], Step], str]] = {
+    "--set-attr": ("NODE.NAME=VALUE", _set_attr, "set an attribute; VALUE is JSON (1, 0.5, [1,1], \"s\") or FILE.npy"),
+    "--remove-attr": ("NODE.NAME", _remove_attr, "remove an attribute"),
+    "--set-op-type": ("NODE=[DOMAIN::]OP", _set_op_type, "change a node's operator (and domain)"),
+    "--rename": ("OLD=NEW", _renamed("rename_tensor", "--rename"), "rename a tensor everywhere (subgraphs too)"),
+    "--rename-node": ("OLD=NEW", _renamed("rename_node", "--rename-node"), "rename a node"),
+    "--bypass": ("NODE[=INPUT]", _bypass, "remove a node; its readers read its input #INPUT (default 0)"),
+    "--remove-node": ("NODE", lambda t: Step("remove_node", {"node": t}),
+                      "remove an unused node and what only it fed"),
+    "--remove-node-downstream": ("NODE", lambda t: Step("remove_node", {"node": t, "downstream": True}),
+                                 "remove a node, everything computed from it, and what only it fed"),
+    "--insert-after": ("TENSOR=[DOMAIN::]OP", _insert_after, "insert a one-input node after a tensor"),
+    "--set-initializer": ("NAME=VALUE", _with_value("set_initializer", "--set-initializer"),
+                          "replace an initializer's (or Constant's) value: FILE.npy or JSON"),
+    "--input-from-initializer": ("NAME[=NEW]", _to_input("initializer_to_input", "--input-from-initializer"),
+                                 "turn an initializer into a graph input (optionally renamed)"),
+    "--input-from-constant": ("NAME[=NEW]", _to_input("constant_to_input", "--input-from-constant"),
+                              "turn a Constant node's output into a graph input (optionally renamed)"),
+    "--freeze": ("NAME=VALUE", _with_value("input_to_initializer", "--freeze"),
+                 "turn a graph input into an initializer holding VALUE (FILE.npy or JSON)"),
+    "--dynamic": ("TENSOR:AXIS=NAME", lambda t: _dims(t, "--dynamic", False),
+                  "make a dim of a graph input/output dynamic (NAME, or ? for unnamed)"),
+    "--fixed": ("TENSOR:AXIS=SIZE", lambda t: _dims(t, "--fixed", True), "fix a dim of a graph input/output"),
+    "--replace-op": ("[DOMAIN::]OP=[DOMAIN::]NEW", _replace_op,
+                     "replace every node of an operator (attributes dropped), e.g. my::Debug=Identity"),
+    "--set-opset": ("DOMAIN=VERSION", _set_opset, "set or add an opset import (ai.onnx for the default domain)"),
+    "--remove-opset": ("DOMAIN", lambda t: Step("set_opset", {"domain": t, "version": None}),
+                       "remove an opset import no node uses"),
+    "--cleanup": (None, lambda _t: Step("cleanup", {}),
+                  "remove unused nodes, initializers, inputs, value_info, functions and opset imports"),
+    "--fold-constants": ("MAX_BYTES", _fold, "replace constant-only computations by initializers "
+                                             "(through ONNX Runtime), each at most MAX_BYTES (default 1 MiB)"),
+}
+
+
+class _StepAction(argparse.Action):
+    """Append the option's step to ``namespace.steps``, keeping command-line order."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        steps = list(getattr(namespace, "steps", None) or [])
+        steps.append((option_string, values))
+        namespace.steps = steps
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("edit", help="edit a model: attributes, ops, renames, shapes, inputs, cleanup, folding",
+                       description=__doc__, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("input", help="the .onnx file to edit (never modified)")
+    p.add_argument("output", help="where to write the edited model")
+    group = p.add_argument_group("edits (applied in command-line order)")
+    group.add_argument("--recipe", metavar="FILE", action=_StepAction, dest="steps",
+                       help="apply the steps of a JSON or YAML recipe")
+    for flag, (metavar, _, text) in OPTIONS.items():
+        if metavar is None:
+            group.add_argument(flag, nargs=0, action=_StepAction, dest="steps", help=text)
+        elif flag == "--fold-constants":
+            group.add_argument(flag, nargs="?", metavar=metavar, action=_StepAction, dest="steps", help=text)
+        else:
+            group.add_argument(flag, metavar=metavar, action=_StepAction, dest="steps", help=text)
+    p.add_argument("--save-recipe", metavar="FILE", help="also write the steps applied as a recipe (.json/.yaml)")
+    p.add_argument("--allow-noop", action="store_true", help="accept edits that change nothing")
+    p.add_argument("--json", action="store_true", help="print a JSON summary of what changed")
+    _common.add_output_options(p)
+    p.set_defaults(func=run, steps=[])
+
+
+def collect_steps(raw: list[tuple[str, Any]]) -> list[Step]:
+    """Steps from the options given, in order; a recipe's paths become absolute."""
+    steps: list[Step] = []
+    for flag, value in raw:
+        if flag == "--recipe":
+            recipe = load_recipe(value)
+            steps.extend(_absolute(s, recipe.base_dir) for s in recipe.steps)
+        else:
+            builder = OPTIONS[flag][1]
+            steps.append(builder(None if value == [] else value))
+    return steps
+
+
+def _absolute(step: Step, base: Path) -> Step:
+    def fix(value: Any) -> Any:
+        if isinstance(value, dict) and set(value) == {"npy"}:
+            return {"npy": str((base / str(value["npy"])).resolve())}
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        if isinstance(value, dict):
+            return {k: fix(v) for k, v in value.items()}
+        return value
+
+    args = {k: fix(v) for k, v in step.args.items()}
+    if step.op == "merge" and "other" in args:
+        args["other"] = str((base / str(args["other"])).resolve())
+    return Step(step.op, args)
+
+
+def _relative(step: Step, folder: Path) -> Step:
+    def fix(value: Any) -> Any:
+        if isinstance(value, dict) and set(value) == {"npy"}:
+            return {"npy": os.path.relpath(str(value["npy"]), folder)}
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        if isinstance(value, dict):
+            return {k: fix(v) for k, v in value.items()}
+        return value
+
+    args = {k: fix(v) for k, v in step.args.items()}
+    if step.op == "merge" and "other" in args:
+        args["other"] = os.path.relpath(str(args["other"]), folder)
+    return Step(step.op, args)
+
+
+@contextmanager
+def _captured_warnings() -> Iterator[list[str]]:
+    found: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            found.append(record.getMessage())
+
+    handler = _Collect(logging.WARNING)
+    logger = logging.getLogger("graphkit")
+    logger.addHandler(handler)
+    try:
+        yield found
+    finally:
+        logger.removeHandler(handler)
+
+
+def _names(values: Any) -> list[str]:
+    return [v.name for v in values]
+
+
+def summary(before: Model, after: Model) -> dict[str, Any]:
+    """What changed between two models, by name."""
+    def diff(a: list[str], b: list[str]) -> dict[str, list[str]]:
+        return {"added": [n for n in b if n not in a], "removed": [n for n in a if n not in b]}
+
+    return {
+        "nodes": {"before": len(before.graph.node), "after": len(after.graph.node)},
+        "initializers": {"before": len(before.graph.initializer), "after": len(after.graph.initializer)},
+        "inputs": diff(_names(before.graph.input), _names(after.graph.input)),
+        "outputs": diff(_names(before.graph.output), _names(after.graph.output)),
+        "opsets": {o.domain or "ai.onnx": o.version for o in after.proto.opset_import},
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    steps = collect_steps(args.steps)
+    if not steps:
+        raise UsageError("no edit given", hint="give edit options (see 'python -m graphkit edit --help') or --recipe")
+    model = _common.load(args.input)
+    with _captured_warnings() as warnings:
+        result, done = run_steps(model, steps, allow_noop=args.allow_noop, check=False)
+    _common.write_model(result, args.output, args, args.input)
+    if args.save_recipe:
+        folder = Path(args.save_recipe).resolve().parent
+        save_recipe([_relative(s, folder) for s in steps], args.save_recipe)
+    report = {"input": args.input, "output": args.output, "steps": [d.to_dict() for d in done],
+              **summary(model, result), "warnings": warnings}
+    if args.json:
+        _render.json_out(report)
+        return 0
+    for step in done:
+        _render.text(f"{'applied' if step.changed else 'no change'}: {step.op} "
+                     + " ".join(f"{k}={v}" for k, v in step.args.items()))
+    _render.text(f"wrote {args.output}: {report['nodes']['before']} -> {report['nodes']['after']} nodes"
+                 + (f", recipe in {args.save_recipe}" if args.save_recipe else ""))
+    return 0

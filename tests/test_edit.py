@@ -1,0 +1,620 @@
+"""Edit verbs: each returns a new valid model, leaves its input untouched, and computes what was meant."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import fixture
+from onnx import helper
+
+import graphkit as gk
+
+
+def load(name: str) -> gk.Model:
+    return gk.load(fixture(name))
+
+
+def outputs_close(a: gk.Model, b: gk.Model, feeds: dict[str, np.ndarray] | None = None, **kw: object) -> bool:
+    ra, rb = gk.run(a, feeds, **kw), gk.run(b, feeds, **kw)  # type: ignore[arg-type]
+    return all(np.allclose(ra[k], rb[k], atol=1e-5) for k in ra)
+
+
+def reshape_model() -> gk.Model:
+    b = gk.GraphBuilder("reshape")
+    b.input("x", "float32", [1, 3, 4, 4])
+    shape = b.initializer(np.array([1, 48], dtype=np.int64), "target")
+    b.node("Reshape", ["x", shape], name="flatten", outputs=["y"])
+    b.output("y", "float32", [1, 48])
+    return b.build()
+
+
+def foldable_model() -> gk.Model:
+    """y = x + (w * 2 + 1), with w an initializer and 2 a Constant; also an unused branch."""
+    b = gk.GraphBuilder("fold")
+    b.input("x", "float32", [2, 3])
+    w = b.initializer(np.arange(6, dtype=np.float32).reshape(2, 3), "w")
+    two = b.constant(np.array(2.0, dtype=np.float32), "two")
+    one = b.initializer(np.array(1.0, dtype=np.float32), "one")
+    scaled = b.node("Mul", [w, two], name="scale", outputs=["w2"])
+    shifted = b.node("Add", [scaled, one], name="shift", outputs=["w3"])
+    b.node("Add", ["x", shifted], name="out", outputs=["y"])
+    b.output("y", "float32", [2, 3])
+    return b.build()
+
+
+def _with_dead_node(model: gk.Model) -> gk.Model:
+    """``model`` plus an Abs node nothing reads (built without an edit, so cleanup has work to do)."""
+    copy = model.copy()
+    copy.graph.node.append(helper.make_node("Abs", [copy.graph.input[0].name], ["dead"], name="dead"))
+    return copy
+
+
+# --------------------------------------------------------------------------- purity, one per edit
+
+EDITS: dict[str, tuple[str | Callable[[], gk.Model], Callable[[gk.Model], gk.Model]]] = {
+    "set_attribute": ("srcnn.onnx", lambda m: gk.set_attribute(m, "/Resize", "mode", "linear")),
+    "remove_attribute": ("srcnn.onnx", lambda m: gk.remove_attribute(m, "/Resize", "cubic_coeff_a")),
+    "set_op_type": ("linear_func.onnx", lambda m: gk.set_op_type(m, "Add", "Sub")),
+    "rename_tensor": ("if_outer_scope.onnx", lambda m: gk.rename_tensor(m, "x_relu", "renamed")),
+    "rename_node": ("linear_func.onnx", lambda m: gk.rename_node(m, "Add", "plus")),
+    "bypass_node": ("debug_markers.onnx", lambda m: gk.bypass_node(m, "/Debug_1")),
+    "remove_node": ("loop_scan.onnx", lambda m: gk.remove_node(m, "final", downstream=True)),
+    "insert_node": ("linear_func.onnx", lambda m: gk.insert_node(m, "c", "Relu")),
+    "set_initializer": ("ext_weights/model.onnx",
+                        lambda m: gk.set_initializer(m, "fc2.bias", np.zeros(16, dtype=np.float32))),
+    "initializer_to_input": ("ext_weights/model.onnx", lambda m: gk.initializer_to_input(m, "fc1.bias")),
+    "constant_to_input": ("srcnn.onnx", lambda m: gk.constant_to_input(m, "/Constant_output_0", "factor")),
+    "input_to_initializer": ("linear_func.onnx",
+                             lambda m: gk.input_to_initializer(m, "b", np.ones((10, 10), np.float32))),
+    "set_dims": ("model_static.onnx", lambda m: gk.set_dims(m, "in", {0: "batch"})),
+    "replace_op": ("debug_markers.onnx", lambda m: gk.replace_op(m, "my::Debug")),
+    "set_opset": ("debug_markers.onnx", lambda m: gk.set_opset(m, "my", 2)),
+    "cleanup": (lambda: _with_dead_node(load("my_add.onnx")), gk.cleanup),
+    "fold_constants": (foldable_model, gk.fold_constants),
+}
+
+
+@pytest.mark.parametrize("verb", sorted(EDITS))
+def test_every_edit_leaves_its_input_byte_identical(verb: str) -> None:
+    source, apply = EDITS[verb]
+    model = load(source) if isinstance(source, str) else source()
+    before = model.proto.SerializeToString(deterministic=True)
+    result = apply(model)
+    assert model.proto.SerializeToString(deterministic=True) == before
+    assert result.proto.SerializeToString(deterministic=True) != before
+    assert gk.validate(result).ok
+    assert result.base_dir == model.base_dir
+
+
+# ------------------------------------------------------------------------------------ attributes
+
+
+def test_set_op_type_add_to_sub_computes_a_x_minus_b() -> None:
+    model = load("linear_func.onnx")
+    result = gk.set_op_type(model, "Add", "Sub")
+    feeds = gk.make_feeds(model, seed=4)
+    np.testing.assert_allclose(gk.run(result, feeds)["output"], feeds["a"] * feeds["x"] - feeds["b"], rtol=1e-6)
+
+
+def test_set_attribute_converts_to_the_schema_type_and_changes_values() -> None:
+    model = load("srcnn.onnx")
+    result = gk.set_attribute(model, "/Resize", "mode", "nearest")
+    attr = next(a for a in result.graph.node[1].attribute if a.name == "mode")
+    assert attr.s == b"nearest"
+    assert not np.allclose(gk.run(result)["output"], gk.run(model)["output"])
+    sub = gk.set_attribute(model, "/Resize", "cubic_coeff_a", -1)  # int for a FLOAT attribute
+    assert next(a for a in sub.graph.node[1].attribute if a.name == "cubic_coeff_a").f == -1.0
+
+
+def test_set_attribute_typed_values_on_a_custom_op() -> None:
+    model = load("debug_markers.onnx")
+    result = gk.set_attribute(model, "/Debug_0", "levels", [1, 2])
+    result = gk.set_attribute(result, "/Debug_0", "scale", 0.5)
+    result = gk.set_attribute(result, "/Debug_0", "table", np.arange(4, dtype=np.int32))
+    attrs = {a.name: a for a in result.graph.node[1].attribute}
+    assert list(attrs["levels"].ints) == [1, 2] and attrs["scale"].f == 0.5
+    assert attrs["table"].type == onnx.AttributeProto.TENSOR
+
+
+def test_set_attribute_wrong_type_names_the_node_and_hints() -> None:
+    with pytest.raises(gk.EditError) as err:
+        gk.set_attribute(load("srcnn.onnx"), "/conv1/Conv", "group", 1.5)
+    assert "'group'" in str(err.value) and "/conv1/Conv" in str(err.value) and err.value.hint
+
+
+def test_set_attribute_unknown_attribute_suggests() -> None:
+    with pytest.raises(gk.NameNotFoundError) as err:
+        gk.set_attribute(load("srcnn.onnx"), "/conv1/Conv", "kernel_shap", [3, 3])
+    assert "kernel_shape" in err.value.hint
+
+
+def test_unknown_node_suggests_close_names() -> None:
+    with pytest.raises(gk.NodeNotFoundError) as err:
+        gk.set_op_type(load("linear_func.onnx"), "Ad", "Sub")
+    assert "'Ad'" in str(err.value) and "'Add'" in err.value.hint
+
+
+def test_set_op_type_unknown_operator_suggests() -> None:
+    with pytest.raises(gk.NameNotFoundError) as err:
+        gk.set_op_type(load("linear_func.onnx"), "Add", "Subb")
+    assert "'Sub'" in err.value.hint
+
+
+def test_remove_required_attribute_is_refused() -> None:
+    with pytest.raises(gk.EditError) as err:
+        gk.remove_attribute(load("if_outer_scope.onnx"), "cast", "to")  # a node inside an If body
+    assert "'to'" in str(err.value) and "'cast'" in str(err.value) and err.value.hint
+
+
+# ---------------------------------------------------------------------------------------- renames
+
+
+def test_rename_tensor_reaches_into_if_bodies_and_keeps_values() -> None:
+    model = load("if_outer_scope.onnx")
+    result = gk.rename_tensor(model, "x_relu", "relu_out")
+    text = result.proto.SerializeToString()
+    assert b"x_relu" not in text
+    for seed in range(3):
+        assert outputs_close(model, result, seed=seed, ranges={"x": (-1.0, 1.0)})
+
+
+def test_rename_initializer_read_in_nested_bodies() -> None:
+    model = load("if_outer_scope.onnx")
+    result = gk.rename_tensor(model, "W2", "weight_two")
+    assert b"W2" not in result.proto.SerializeToString()
+    assert outputs_close(model, result, {"x": -np.ones((2, 3), np.float32)})
+
+
+def test_rename_respects_shadowing_in_a_body() -> None:
+    loop_body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Add", ["acc", "t"], ["acc_out"]),
+         helper.make_node("Neg", ["t"], ["t_neg"])],
+        "body",
+        [helper.make_tensor_value_info("i", onnx.TensorProto.INT64, []),
+         helper.make_tensor_value_info("c_in", onnx.TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc", onnx.TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("c_out", onnx.TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", onnx.TensorProto.FLOAT, [2])],
+    )
+    b = gk.GraphBuilder("shadow")
+    b.input("t", "float32", [2])
+    trip = b.initializer(np.array(2, np.int64), "trip")
+    cond = b.initializer(np.array(True), "cond")
+    b.node("Loop", [trip, cond, "t"], name="loop", outputs=["acc"], body=loop_body)
+    b.output("acc", "float32", [2])
+    model = b.build()
+    # "acc" is defined in the main graph (the Loop's output) AND inside the body (a body input): the body
+    # keeps its own "acc"; the body's read of the outer "t" is renamed.
+    result = gk.rename_tensor(model, "acc", "total")
+    body = result.graph.node[0].attribute[0].g
+    assert [i.name for i in body.input][2] == "acc" and result.graph.output[0].name == "total"
+    renamed = gk.rename_tensor(model, "t", "start")
+    assert list(renamed.graph.node[0].attribute[0].g.node[1].input) == ["acc", "start"]
+    x = np.array([1.0, 2.0], np.float32)
+    np.testing.assert_allclose(gk.run(renamed, {"start": x})["acc"], x * 3)
+
+
+def test_rename_to_an_existing_name_is_refused() -> None:
+    with pytest.raises(gk.EditError) as err:
+        gk.rename_tensor(load("linear_func.onnx"), "c", "output")
+    assert "'output'" in str(err.value) and err.value.hint
+
+
+def test_rename_unknown_tensor_suggests() -> None:
+    with pytest.raises(gk.TensorNotFoundError) as err:
+        gk.rename_tensor(load("linear_func.onnx"), "outpt", "z")
+    assert "'output'" in err.value.hint
+
+
+def test_rename_node() -> None:
+    result = gk.rename_node(load("linear_func.onnx"), "Add", "plus")
+    assert [n.name for n in result.graph.node] == ["Mul", "plus"]
+
+
+# -------------------------------------------------------------------------------------- structure
+
+
+def test_bypass_node_rewires_readers() -> None:
+    model = load("debug_markers.onnx")
+    result = gk.bypass_node(model, "/Debug_0")
+    conv = result.graph.node[1]
+    assert conv.input[0] == "/convs.0/Conv_output_0"
+
+
+def test_bypass_node_whose_output_is_a_graph_output_keeps_the_name() -> None:
+    model = load("debug_markers.onnx")
+    result = gk.replace_op(gk.bypass_node(model, "/Debug_3"), "my::Debug")
+    assert [o.name for o in result.graph.output] == ["output"]
+    reference = gk.replace_op(model, "my::Debug")
+    assert outputs_close(reference, result)
+
+
+def test_bypass_refuses_a_dtype_change() -> None:
+    b = gk.GraphBuilder("cast")
+    b.input("x", "float32", [2])
+    b.node("Cast", ["x"], name="cast", outputs=["xi"], to=onnx.TensorProto.INT64)
+    b.node("Neg", ["xi"], name="neg", outputs=["y"])
+    b.output("y", "int64", [2])
+    with pytest.raises(gk.EditError) as err:
+        gk.bypass_node(b.build(), "cast")
+    assert "float32" in str(err.value) and "int64" in str(err.value) and err.value.hint
+
+
+def test_remove_node_refuses_a_dangling_input() -> None:
+    with pytest.raises(gk.EditError) as err:
+        gk.remove_node(load("whole_model.onnx"), "/Add")
+    assert "/convs4/convs4.0/Conv" in str(err.value) and "bypass" in err.value.hint
+
+
+def test_remove_node_takes_what_only_it_fed() -> None:
+    b = gk.GraphBuilder("branch")
+    b.input("x", "float32", [2])
+    w = b.initializer(np.ones(2, np.float32), "w")
+    h = b.node("Mul", ["x", w], name="mul", outputs=["h"])
+    b.node("Neg", [h], name="neg", outputs=["side"])
+    b.node("Relu", ["x"], name="relu", outputs=["y"])
+    b.output("y", "float32", [2])
+    b.output("side", "float32", [2])
+    built = b.build()
+    result = gk.remove_node(built, "neg", downstream=True)
+    assert [n.name for n in result.graph.node] == ["relu"]
+    assert not result.graph.initializer and [o.name for o in result.graph.output] == ["y"]
+
+
+def test_remove_node_downstream_removes_dependent_outputs() -> None:
+    model = load("loop_scan.onnx")
+    result = gk.remove_node(model, "final", downstream=True)
+    assert [o.name for o in result.graph.output] == ["scan_state"]
+    np.testing.assert_allclose(gk.run(result, seed=1)["scan_state"], gk.run(model, seed=1)["scan_state"])
+
+
+def test_insert_node_after_a_tensor_and_after_a_graph_output() -> None:
+    model = load("linear_func.onnx")
+    feeds = gk.make_feeds(model, seed=2)
+    relu = gk.insert_node(model, "c", "Relu")
+    np.testing.assert_allclose(gk.run(relu, feeds)["output"], np.maximum(feeds["a"] * feeds["x"], 0) + feeds["b"],
+                               rtol=1e-6)
+    neg = gk.insert_node(model, "output", "Neg")
+    assert [o.name for o in neg.graph.output] == ["output"]
+    np.testing.assert_allclose(gk.run(neg, feeds)["output"], -(feeds["a"] * feeds["x"] + feeds["b"]), rtol=1e-6)
+
+
+def test_insert_node_with_a_constant_input_and_attributes() -> None:
+    model = load("linear_func.onnx")
+    feeds = gk.make_feeds(model, seed=2)
+    result = gk.insert_node(model, "output", "Mul", inputs=[np.array(3.0, np.float32)], name="triple")
+    np.testing.assert_allclose(gk.run(result, feeds)["output"], 3 * (feeds["a"] * feeds["x"] + feeds["b"]), rtol=1e-5)
+    clipped = gk.insert_node(model, "c", "LeakyRelu", attributes={"alpha": 0})  # int → FLOAT
+    assert clipped.graph.node[1].attribute[0].f == 0.0
+
+
+# --------------------------------------------------------------------------------- values, inputs
+
+
+def test_srcnn_scales_become_input_factor_and_sizes_follow() -> None:
+    model = load("srcnn.onnx")
+    result = gk.constant_to_input(model, "/Constant_output_0", "factor")
+    assert "factor" in [i.name for i in result.graph.input]
+    image = gk.make_feeds(model, seed=0)["input"]
+    for factor, size in ((2, 64), (4, 128)):
+        out = gk.run(result, {"input": image, "factor": np.array([1, 1, factor, factor], np.float32)})["output"]
+        assert out.shape == (1, 3, size, size)
+    same = gk.run(result, {"input": image, "factor": np.array([1, 1, 3, 3], np.float32)})["output"]
+    np.testing.assert_allclose(same, gk.run(model, {"input": image})["output"], rtol=1e-5, atol=1e-5)
+
+
+def test_initializer_to_input_then_freeze_round_trips_values(ext_copy: Path) -> None:
+    model = gk.load(ext_copy)
+    bias = gk.tensor_value(model, next(t for t in model.graph.initializer if t.name == "fc1.bias"))
+    as_input = gk.initializer_to_input(model, "fc1.bias", "bias_in")
+    x = gk.make_feeds(model, seed=1, shapes={"x": [2, 64]})["x"]
+    np.testing.assert_allclose(gk.run(as_input, {"x": x, "bias_in": bias})["y"], gk.run(model, {"x": x})["y"])
+    frozen = gk.input_to_initializer(as_input, "bias_in", bias)
+    np.testing.assert_allclose(gk.run(frozen, {"x": x})["y"], gk.run(model, {"x": x})["y"])
+
+
+def test_set_initializer_checks_dtype_and_shape(ext_copy: Path) -> None:
+    model = gk.load(ext_copy)
+    with pytest.raises(gk.EditError) as err:
+        gk.set_initializer(model, "fc2.bias", np.zeros(16, np.float64))
+    assert "float32" in str(err.value) and "float64" in str(err.value) and err.value.hint
+    with pytest.raises(gk.EditError) as err:
+        gk.set_initializer(model, "fc2.bias", np.zeros(8, np.float32))
+    assert "[16]" in str(err.value) and "allow_reshape" in err.value.hint
+    result = gk.set_initializer(model, "fc2.bias", [1.0] * 16)  # a list takes the initializer's dtype
+    x = gk.make_feeds(model, seed=1, shapes={"x": [1, 64]})["x"]
+    old_bias = gk.tensor_value(model, next(t for t in model.graph.initializer if t.name == "fc2.bias"))
+    np.testing.assert_allclose(gk.run(result, {"x": x})["y"] - gk.run(model, {"x": x})["y"], [1.0 - old_bias],
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_set_initializer_on_a_constant_node() -> None:
+    model = load("my_add.onnx")
+    result = gk.set_initializer(model, "/Constant_output_0", 5.0)
+    feeds = gk.make_feeds(model, seed=3)
+    np.testing.assert_allclose(gk.run(result, feeds)["output"], 5 * feeds["a"] + feeds["b"], rtol=1e-6)
+
+
+def test_freeze_refuses_wrong_dtype_and_shape() -> None:
+    model = load("linear_func.onnx")
+    with pytest.raises(gk.EditError) as err:
+        gk.input_to_initializer(model, "b", np.ones((10, 10), np.int64))
+    assert "'b'" in str(err.value) and err.value.hint
+    with pytest.raises(gk.EditError):
+        gk.input_to_initializer(model, "b", np.ones((3, 10), np.float32))
+
+
+def test_initializer_to_input_on_a_constant_points_at_the_right_verb() -> None:
+    with pytest.raises(gk.EditError) as err:
+        gk.initializer_to_input(load("srcnn.onnx"), "/Constant_output_0")
+    assert "constant_to_input" in err.value.hint
+
+
+# ------------------------------------------------------------------------------------------ dims
+
+
+SHAPES = [[1, 3, 10, 10], [2, 3, 10, 10], [1, 3, 20, 20], [4, 3, 16, 12], [1, 3, 10]]
+
+
+def _accepts(model: gk.Model, shape: list[int]) -> bool:
+    try:
+        gk.run(model, {"in": np.ones(shape, np.float32)})
+    except (gk.FeedError, gk.RuntimeFailure):
+        return False
+    return True
+
+
+@pytest.mark.parametrize(("dims", "reference"), [({0: "batch"}, "model_dynamic_0.onnx"),
+                                                 ({2: "in_dim_2", 3: "in_dim_3"}, "model_dynamic_23.onnx")])
+def test_dynamic_axes_trio_from_model_static(dims: dict[int, str], reference: str) -> None:
+    edited = gk.set_dims(load("model_static.onnx"), "in", dims)
+    expected = load(reference)
+    assert edited.graph.input[0] == expected.graph.input[0]
+    for shape in SHAPES:
+        assert _accepts(edited, shape) == _accepts(expected, shape), shape
+    x = {"in": np.random.default_rng(0).standard_normal(SHAPES[3] if 0 in dims else SHAPES[2]).astype(np.float32)}
+    if _accepts(edited, list(x["in"].shape)):
+        np.testing.assert_allclose(gk.run(edited, x)["out"], gk.run(expected, x)["out"], rtol=1e-5)
+
+
+def test_fixed_dim_turns_dynamic_back_to_static() -> None:
+    fixed = gk.set_dims(load("model_dynamic_0.onnx"), "in", {0: 1})
+    assert _accepts(fixed, [1, 3, 10, 10]) and not _accepts(fixed, [2, 3, 10, 10])
+    assert [d.dim_value for d in fixed.graph.output[0].type.tensor_type.shape.dim] == [1, 3, 8, 8]
+
+
+def test_set_dims_warns_about_a_hard_coded_reshape(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="graphkit.edit"):
+        result = gk.set_dims(reshape_model(), "x", {0: "batch"})
+    assert any("'flatten'" in r.getMessage() and "'target'" in r.getMessage() for r in caplog.records)
+    assert gk.validate(result).ok
+
+
+def test_set_dims_bad_axis_and_unknown_tensor() -> None:
+    with pytest.raises(gk.EditError) as err:
+        gk.set_dims(load("model_static.onnx"), "in", {5: "x"})
+    assert "rank 4" in str(err.value) and err.value.hint
+    with pytest.raises(gk.TensorNotFoundError) as err2:
+        gk.set_dims(load("model_static.onnx"), "inn", {0: "b"})
+    assert "'in'" in err2.value.hint
+
+
+def test_set_dims_refreshes_stale_value_info() -> None:
+    model = load("dcn.onnx")
+    result = gk.set_dims(model, "input", {0: "batch"})
+    offset = next(v for v in result.graph.value_info if v.name == "/conv1/Conv_output_0")
+    assert offset.type.tensor_type.shape.dim[0].dim_param == "batch"
+
+
+# ------------------------------------------------------------------------------ ops and opsets
+
+
+def test_replace_debug_by_identity_drops_domain_and_attributes() -> None:
+    model = load("debug_markers.onnx")
+    result = gk.replace_op(model, "my::Debug", "Identity")
+    assert {n.op_type for n in result.graph.node} == {"Conv", "Identity"}
+    assert all(not n.attribute for n in result.graph.node if n.op_type == "Identity")
+    assert {o.domain for o in result.proto.opset_import} == {""}
+    conv_only = gk.run(result)  # now runs in ONNX Runtime: the Debug markers were the only obstacle
+    assert conv_only["output"].shape == (1, 3, 10, 10)
+
+
+def test_replace_unknown_op_suggests() -> None:
+    with pytest.raises(gk.NodeNotFoundError) as err:
+        gk.replace_op(load("debug_markers.onnx"), "my::Debg")
+    assert "my::Debug" in err.value.hint
+
+
+def test_set_opset_add_change_remove() -> None:
+    model = load("linear_func.onnx")
+    added = gk.set_opset(model, "com.example", 3)
+    assert ("com.example", 3) in [(o.domain, o.version) for o in added.proto.opset_import]
+    removed = gk.set_opset(added, "com.example", None)
+    assert removed.proto.opset_import == model.proto.opset_import
+    with pytest.raises(gk.EditError) as err:
+        gk.set_opset(load("debug_markers.onnx"), "my", None)
+    assert "/Debug_0" in str(err.value) and "replace_op" in err.value.hint
+    with pytest.raises(gk.NoChangeError):
+        gk.set_opset(model, "", 17)
+
+
+# ------------------------------------------------------------------------------ cleanup and fold
+
+
+def test_cleanup_removes_unused_things_in_bodies_too() -> None:
+    model = load("if_outer_scope.onnx").copy()
+    then = model.graph.node[-2].attribute[0].g
+    then.node.append(helper.make_node("Neg", ["then_out"], ["dead_in_body"], name="dead_body"))
+    model.graph.node.insert(0, helper.make_node("Abs", ["x"], ["dead_top"], name="dead_top"))
+    model.graph.initializer.append(helper.make_tensor("unused_w", onnx.TensorProto.FLOAT, [1], [1.0]))
+    model.graph.input.append(helper.make_tensor_value_info("unused_in", onnx.TensorProto.FLOAT, [1]))
+    model.graph.value_info.append(helper.make_tensor_value_info("gone", onnx.TensorProto.FLOAT, [1]))
+    model.proto.opset_import.append(helper.make_opsetid("unused.domain", 1))
+    model.proto.functions.append(helper.make_function("unused.domain", "F", ["a"], ["b"],
+                                                      [helper.make_node("Neg", ["a"], ["b"])],
+                                                      [helper.make_opsetid("", 17)]))
+    result = gk.cleanup(model)
+    text = result.proto.SerializeToString()
+    for gone in (b"dead_body", b"dead_top", b"unused_w", b"unused_in", b"gone", b"unused.domain"):
+        assert gone not in text, gone
+    assert outputs_close(load("if_outer_scope.onnx"), result, seed=5)
+    with pytest.raises(gk.NoChangeError) as err:
+        gk.cleanup(result)
+    assert err.value.hint
+
+
+def test_fold_constants_replaces_constant_subgraph_by_values() -> None:
+    model = foldable_model()
+    result = gk.fold_constants(model)
+    assert [n.name for n in result.graph.node] == ["out"]
+    folded = next(t for t in result.graph.initializer if t.name == "w3")
+    np.testing.assert_allclose(onnx.numpy_helper.to_array(folded), np.arange(6).reshape(2, 3) * 2 + 1)
+    assert outputs_close(model, result, seed=1)
+
+
+def test_fold_constants_respects_the_size_threshold() -> None:
+    b = gk.GraphBuilder("big")
+    b.input("x", "float32", [256, 256])
+    shape = b.initializer(np.array([256, 256], np.int64), "shape")
+    big = b.node("ConstantOfShape", [shape], name="fill", outputs=["ones"],
+                 value=np.array([1.0], np.float32))
+    b.node("Add", ["x", big], name="add", outputs=["y"])
+    b.output("y", "float32", [256, 256])
+    model = b.build()
+    with pytest.raises(gk.NoChangeError) as err:
+        gk.fold_constants(model, max_bytes=1024)
+    assert "max_bytes" in err.value.hint
+    folded = gk.fold_constants(model, max_bytes=2**20)
+    assert [n.op_type for n in folded.graph.node] == ["Add"]
+
+
+# ------------------------------------------------------------------------------------------- merge
+
+
+def _tail(folder: Path) -> gk.Model:
+    """z = relu(y @ w + c) on y[batch, 16], saved with external weights in ``folder``/model.data."""
+    b = gk.GraphBuilder("tail")
+    b.input("y", "float32", ["batch", 16])
+    w = b.initializer(np.random.default_rng(9).standard_normal((16, 4)).astype(np.float32), "fc1.weight")
+    c = b.initializer(np.linspace(-1, 1, 4).astype(np.float32), "fc1.bias")
+    h = b.node("MatMul", ["y", w], name="/fc1/MatMul", outputs=["/fc1/MatMul_output_0"])
+    h = b.node("Add", [h, c], name="/fc1/Add", outputs=["/fc1/Add_output_0"])
+    b.node("Relu", [h], name="/relu/Relu", outputs=["z"])
+    b.output("z", "float32", ["batch", 4])
+    folder.mkdir(parents=True)
+    return gk.save(b.build(), folder / "model.onnx", external=True, location="model.data", size_threshold=0)
+
+
+def test_merge_with_prefixes_and_external_weights_from_two_folders(ext_copy: Path, tmp_path: Path) -> None:
+    head = gk.load(ext_copy)
+    tail = _tail(tmp_path / "other")
+    with pytest.raises(gk.EditError) as err:
+        gk.merge(head, tail, {"y": "y"})
+    assert "prefixes" in err.value.hint
+    merged = gk.merge(head, tail, {"y": "y"}, prefixes=("a/", "b/"))
+    x = gk.make_feeds(head, seed=2, shapes={"x": [3, 64]})["x"]
+    expected = gk.run(tail, {"y": gk.run(head, {"x": x})["y"]})["z"]
+    np.testing.assert_allclose(gk.run(merged, {"a/x": x})["b/z"], expected, rtol=1e-5)
+    (tmp_path / "out").mkdir()
+    gk.save(merged, tmp_path / "out" / "merged.onnx")
+    assert (tmp_path / "out" / "merged.data").is_file()
+    shutil.rmtree(ext_copy.parent)
+    shutil.rmtree(tmp_path / "other")
+    again = gk.load(tmp_path / "out" / "merged.onnx")
+    np.testing.assert_allclose(gk.run(again, {"a/x": x})["b/z"], expected, rtol=1e-5)
+
+
+def test_merge_prefixes_rename_inside_subgraphs() -> None:
+    second = load("if_outer_scope.onnx")
+    b = gk.GraphBuilder("head")
+    b.input("p", "float32", [2, 3])
+    b.node("Neg", ["p"], name="neg", outputs=["x"])
+    b.output("x", "float32", [2, 3])
+    head = b.build()
+    merged = gk.merge(head, second, {"x": "x"}, prefixes=("h/", "s/"))
+    body_inputs = [n for g, _ in gk.model.iter_graphs(merged.graph) for node in g.node for n in node.input]
+    assert all(n.startswith(("h/", "s/")) for n in body_inputs if n)
+    p = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(gk.run(merged, {"h/p": p})["s/y"], gk.run(second, {"x": -p})["y"], rtol=1e-6)
+
+
+def test_merge_refuses_a_dtype_mismatch_and_unknown_names() -> None:
+    b = gk.GraphBuilder("ints")
+    b.input("i", "int64", [10, 10])
+    b.node("Neg", ["i"], name="neg", outputs=["j"])
+    b.output("j", "int64", [10, 10])
+    with pytest.raises(gk.EditError) as err:
+        gk.merge(load("linear_func.onnx"), b.build(), {"output": "i"})
+    assert "float32" in str(err.value) and "int64" in str(err.value)
+    with pytest.raises(gk.TensorNotFoundError) as err2:
+        gk.merge(load("linear_func.onnx"), b.build(), {"outpt": "i"})
+    assert "'output'" in err2.value.hint
+
+
+# ------------------------------------------------------------------------------- graphsurgeon
+
+
+def test_graphsurgeon_round_trip_keeps_folder_and_metadata(ext_copy: Path) -> None:
+    model = gk.load(ext_copy)
+    graph = gk.to_graphsurgeon(model)
+    relu = next(n for n in graph.nodes if n.op == "Relu")
+    relu.op = "Sigmoid"
+    weight = graph.tensors()["fc1.weight"]
+    assert weight.values.shape == (64, 128)  # read lazily from the model's folder, then held in memory
+    back = gk.from_graphsurgeon(graph, like=model)
+    assert back.base_dir == model.base_dir
+    assert back.proto.metadata_props == model.proto.metadata_props
+    assert (back.proto.ir_version, back.proto.producer_name) == (model.proto.ir_version, model.proto.producer_name)
+    external = {t.name for t in back.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
+    assert external == {"fc1.bias", "fc2.weight", "fc2.bias"}  # untouched weights stay on disk
+    x = gk.make_feeds(model, seed=1, shapes={"x": [2, 64]})
+    expected = gk.run(gk.set_op_type(model, "/relu/Relu", "Sigmoid"), x)["y"]
+    np.testing.assert_allclose(gk.run(back, x)["y"], expected, rtol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------ recipe
+
+
+def test_recipe_replays_the_same_edits_as_the_api(tmp_path: Path) -> None:
+    np.save(tmp_path / "bias.npy", np.full(16, 0.5, np.float32))
+    recipe = tmp_path / "edits.yaml"
+    recipe.write_text(
+        "- op: set_op_type\n  node: /relu/Relu\n  op_type: Sigmoid\n"
+        "- op: set_initializer\n  name: fc2.bias\n  value: {npy: bias.npy}\n"
+        "- op: rename_tensor\n  old: y\n  new: logits\n"
+        "- op: set_dims\n  tensor: x\n  dims: {0: 1}\n"
+        "- op: initializer_to_input\n  name: fc1.bias\n"
+    )
+    model = load("ext_weights/model.onnx")
+    by_recipe = gk.apply_recipe(model, recipe)
+    by_api = gk.set_op_type(model, "/relu/Relu", "Sigmoid")
+    by_api = gk.set_initializer(by_api, "fc2.bias", np.full(16, 0.5, np.float32))
+    by_api = gk.rename_tensor(by_api, "y", "logits")
+    by_api = gk.set_dims(by_api, "x", {0: 1})
+    by_api = gk.initializer_to_input(by_api, "fc1.bias")
+    assert by_recipe.proto.SerializeToString(deterministic=True) == by_api.proto.SerializeToString(deterministic=True)
+
+
+def test_recipe_steps_are_checked_before_any_edit() -> None:
+    model = load("linear_func.onnx")
+    with pytest.raises(gk.UsageError) as err:
+        gk.apply_recipe(model, [{"op": "set_op_type", "node": "Add", "op_type": "Sub"}, {"op": "set_op_typ"}])
+    assert "step 2" in str(err.value) and "set_op_type" in err.value.hint
+    with pytest.raises(gk.UsageError) as err:
+        gk.apply_recipe(model, [{"op": "rename_tensor", "old": "c", "neww": "d"}])
+    assert "'neww'" in str(err.value) and "new" in err.value.hint
+
+
+def test_recipe_no_op_step_needs_allow_noop() -> None:
+    model = load("linear_func.onnx")
+    steps = [{"op": "set_op_type", "node": "Add", "op_type": "Sub"}, {"op": "set_op_type", "node": "Add", "op_type": "Sub"}]
+    with pytest.raises(gk.NoChangeError) as err:
+        gk.apply_recipe(model, steps)
+    assert "step 2" in str(err.value)
+    assert gk.apply_recipe(model, steps, allow_noop=True).graph.node[1].op_type == "Sub"

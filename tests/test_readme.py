@@ -1,0 +1,80 @@
+"""The README's examples run as written: every `python -m graphkit …` line and every Python block."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, ROOT
+
+from graphkit.cli import main
+
+README = (ROOT / "README.md").read_text()
+BLOCKS = re.findall(r"```(\w+)\n(.*?)```", README, flags=re.S)
+
+
+def _commands() -> list[tuple[str, int]]:
+    found = []
+    for lang, body in BLOCKS:
+        if lang != "sh":
+            continue
+        for line in body.splitlines():
+            if not line.startswith("python -m graphkit "):
+                continue
+            code = re.search(r"#\s*exit\s+(\d+)", line)
+            command = line.split("#", 1)[0].strip()
+            found.append((command, int(code.group(1)) if code else 0))
+    return found
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    shutil.copytree(FIXTURES, tmp_path / "fixtures")
+    (tmp_path / "out").mkdir()
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_readme_has_examples() -> None:
+    assert len(_commands()) >= 5
+
+
+def test_readme_commands_run(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for command, expected in _commands():
+        args = shlex.split(command)[3:]
+        code = main(args)
+        captured = capsys.readouterr()
+        assert code == expected, f"{command!r} exited {code}:\n{captured.out}\n{captured.err}"
+
+
+def test_readme_python_blocks_run(workdir: Path) -> None:
+    for lang, body in BLOCKS:
+        if lang == "python":
+            exec(compile(body, "README.md", "exec"), {"__name__": "readme"})
+
+
+def test_quick_start_is_exactly_two_commands() -> None:
+    quick = README.split("## Quick start", 1)[1].split("##", 1)[0]
+    block = re.search(r"```sh\n(.*?)```", quick, flags=re.S)
+    assert block is not None
+    lines = [ln for ln in block.group(1).splitlines() if ln.strip()]
+    assert [ln.split("#")[0].strip() for ln in lines] == ["python3 dev.py tour", "python3 dev.py test"]
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "python3 dev.py test" in ci
+    assert os.access(ROOT / ".ci" / "run", os.X_OK)
+
+
+def test_tour_runs(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "tour.py"), "--out", str(tmp_path)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "tour finished" in done.stdout
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,241 @@
+"""Bad input never crashes, hangs or loses data; a hostile model cannot reach outside its folder.
+
+Each bad model is made here; each verb must answer with one `graphkit: error:` line naming the problem and
+a hint, exit 2 (check: exit 1 for a readable model whose graph is wrong), no traceback, no output file,
+and its input's bytes unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import FIXTURES, digest, fixture
+
+from graphkit.cli import main
+
+
+def _proto(name: str = "whole_model.onnx") -> onnx.ModelProto:
+    return onnx.load(str(fixture(name)))
+
+
+def _write(tmp: Path, proto: onnx.ModelProto) -> Path:
+    path = tmp / "bad.onnx"
+    onnx.save(proto, str(path))
+    return path
+
+
+def truncated(tmp: Path) -> tuple[Path, str]:
+    data = fixture("whole_model.onnx").read_bytes()
+    (tmp / "bad.onnx").write_bytes(data[: len(data) * 2 // 3])
+    return tmp / "bad.onnx", "not a readable ONNX model"
+
+
+def corrupted(tmp: Path) -> tuple[Path, str]:
+    data = bytearray(fixture("whole_model.onnx").read_bytes())
+    data[5:40] = b"\xff" * 35
+    (tmp / "bad.onnx").write_bytes(bytes(data))
+    return tmp / "bad.onnx", "bad.onnx"
+
+
+def not_onnx(tmp: Path) -> tuple[Path, str]:
+    (tmp / "bad.onnx").write_text("name,value\nweights,1.0\n")
+    return tmp / "bad.onnx", "not"
+
+
+def empty(tmp: Path) -> tuple[Path, str]:
+    (tmp / "bad.onnx").write_bytes(b"")
+    return tmp / "bad.onnx", "empty"
+
+
+def dangling(tmp: Path) -> tuple[Path, str]:
+    proto = _proto()
+    proto.graph.node[4].input[0] = "nowhere"
+    return _write(tmp, proto), "nowhere"
+
+
+def cycle(tmp: Path) -> tuple[Path, str]:
+    proto = _proto()
+    proto.graph.node[0].input[0] = proto.graph.node[2].output[0]
+    return _write(tmp, proto), "cycle"
+
+
+def duplicate_names(tmp: Path) -> tuple[Path, str]:
+    proto = _proto()
+    proto.graph.node[6].output[0] = proto.graph.node[5].output[0]
+    return _write(tmp, proto), proto.graph.node[5].output[0]
+
+
+def unknown_op(tmp: Path) -> tuple[Path, str]:
+    proto = _proto()
+    proto.graph.node[3].op_type = "Convolve"
+    return _write(tmp, proto), "Convolve"
+
+
+def unknown_domain(tmp: Path) -> tuple[Path, str]:
+    proto = _proto()
+    proto.graph.node[3].domain = "acme.secret"
+    return _write(tmp, proto), "acme.secret"
+
+
+def negative_dim(tmp: Path) -> tuple[Path, str]:
+    proto = _proto()
+    proto.graph.input[0].type.tensor_type.shape.dim[2].dim_value = -20
+    return _write(tmp, proto), "input.1"
+
+
+def enormous_dim(tmp: Path) -> tuple[Path, str]:
+    proto = _proto()
+    proto.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 2**45
+    return _write(tmp, proto), "input.1"
+
+
+def wrong_data_size(tmp: Path) -> tuple[Path, str]:
+    proto = _proto()
+    tensor = proto.graph.initializer[0]
+    tensor.raw_data = tensor.raw_data[:-8]
+    return _write(tmp, proto), tensor.name
+
+
+def _external(tmp: Path) -> Path:
+    shutil.copytree(FIXTURES / "ext_weights", tmp / "ext")
+    return tmp / "ext" / "model.onnx"
+
+
+def missing_external(tmp: Path) -> tuple[Path, str]:
+    path = _external(tmp)
+    (path.parent / "model.data").unlink()
+    return path, "model.data"
+
+
+def external_past_end(tmp: Path) -> tuple[Path, str]:
+    path = _external(tmp)
+    proto = onnx.load(str(path), load_external_data=False)
+    entries = proto.graph.initializer[0].external_data
+    next(e for e in entries if e.key == "offset").value = str(10**9)
+    onnx.save(proto, str(path))
+    return path, "fc1.weight"
+
+
+def hostile_parent(tmp: Path) -> tuple[Path, str]:
+    path = _external(tmp)
+    (tmp / "secret").write_bytes(np.arange(100_000, dtype=np.uint8).tobytes())
+    proto = onnx.load(str(path), load_external_data=False)
+    next(e for e in proto.graph.initializer[0].external_data if e.key == "location").value = "../../secret"
+    onnx.save(proto, str(path))
+    return path, "../../secret"
+
+
+def hostile_symlink(tmp: Path) -> tuple[Path, str]:
+    path = _external(tmp)
+    outside = tmp / "outside.data"
+    shutil.move(path.parent / "model.data", outside)
+    os.symlink(outside, path.parent / "model.data")
+    return path, "outside"
+
+
+def hostile_absolute(tmp: Path) -> tuple[Path, str]:
+    path = _external(tmp)
+    proto = onnx.load(str(path), load_external_data=False)
+    next(e for e in proto.graph.initializer[0].external_data if e.key == "location").value = "/etc/passwd"
+    onnx.save(proto, str(path))
+    return path, "/etc/passwd"
+
+
+FILE_LEVEL: list[Callable[[Path], tuple[Path, str]]] = [
+    truncated, corrupted, not_onnx, empty, missing_external, external_past_end,
+    hostile_parent, hostile_symlink, hostile_absolute,
+]
+GRAPH_LEVEL: list[Callable[[Path], tuple[Path, str]]] = [
+    dangling, cycle, duplicate_names, unknown_op, unknown_domain, negative_dim, enormous_dim, wrong_data_size,
+]
+
+
+def _snapshot(folder: Path) -> dict[str, str]:
+    return {p.name: digest(p) for p in folder.iterdir() if p.is_file() and not p.is_symlink()}
+
+
+def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _assert_clean_error(err: str, needle: str) -> None:
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("graphkit: error: "), err
+    assert needle in lines[0], f"{needle!r} not named in: {lines[0]}"
+    assert len(lines) == 2 and lines[1].startswith("hint: "), err
+
+
+# Each verb as it is called on a model path; outputs (if any) go to out/.
+VERBS: dict[str, Callable[[Path, Path], list[str]]] = {
+    "inspect": lambda m, out: ["inspect", str(m)],
+    "check": lambda m, out: ["check", str(m)],
+    "toposort": lambda m, out: ["toposort", str(m), str(out / "r.onnx")],
+    "edit": lambda m, out: ["edit", str(m), str(out / "r.onnx"), "--set-opset", "ai.onnx=17", "--allow-noop"],
+    "merge": lambda m, out: ["merge", str(m), str(fixture("linear_func.onnx")), str(out / "r.onnx"),
+                             "--connect", "output=a", "--prefixes", "a/", "b/"],
+}
+WRITES = {"toposort", "edit"}  # verbs whose single input's graph problems must stop the write
+
+
+@pytest.mark.parametrize("make", FILE_LEVEL, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("verb", list(VERBS))
+def test_unreadable_or_hostile_input(verb: str, make: Callable[[Path], tuple[Path, str]], tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    model, needle = make(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    before = _snapshot(model.parent)
+    code, _, err = _run(VERBS[verb](model, out), capsys)
+    assert code == 2
+    _assert_clean_error(err, needle)
+    assert list(out.iterdir()) == []
+    assert _snapshot(model.parent) == before
+
+
+@pytest.mark.parametrize("make", GRAPH_LEVEL, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("verb", [v for v in VERBS if v in WRITES])
+def test_invalid_graph_is_refused_by_writing_verbs(verb: str, make: Callable[[Path], tuple[Path, str]],
+                                                   tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model, needle = make(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    before = _snapshot(model.parent)
+    code, _, err = _run(VERBS[verb](model, out), capsys)
+    assert code == 2
+    _assert_clean_error(err, needle)
+    assert list(out.iterdir()) == []
+    assert _snapshot(model.parent) == before
+
+
+@pytest.mark.parametrize("make", GRAPH_LEVEL, ids=lambda f: f.__name__)
+def test_check_lists_graph_problems_with_exit_1(make: Callable[[Path], tuple[Path, str]], tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    model, needle = make(tmp_path)
+    code, out, err = _run(["check", str(model)], capsys)
+    assert code == 1 and err == ""
+    assert needle in out and "FAILED" in out
+
+
+def test_read_only_folder_and_full_disk_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from graphkit import io
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(io, "_write_proto", refuse)
+    code, _, err = _run(["toposort", str(fixture("whole_model.onnx")), str(tmp_path / "o.onnx")], capsys)
+    assert code == 2
+    _assert_clean_error(err, "read-only")
+    assert list(tmp_path.iterdir()) == []

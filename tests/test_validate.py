@@ -1,0 +1,198 @@
+"""validate() and toposort(): every problem named by node and tensor; stable, subgraph-aware sorting."""
+
+from __future__ import annotations
+
+import random
+
+import onnx
+import pytest
+from conftest import fixture
+
+import graphkit as gk
+from graphkit.model import Model
+
+
+def _shuffled(model: Model, seed: int) -> Model:
+    clone = model.copy()
+    nodes = list(clone.graph.node)
+    random.Random(seed).shuffle(nodes)
+    del clone.graph.node[:]
+    clone.graph.node.extend(nodes)
+    return clone
+
+
+def _codes(report: gk.Report) -> list[str]:
+    return [i.code for i in report.issues]
+
+
+def test_clean_model_passes(whole_model: Model) -> None:
+    report = gk.validate(whole_model)
+    assert report.ok and report.issues == () and report.checker == "passed"
+
+
+def test_dangling_input_names_node_position_and_tensor() -> None:
+    model = gk.parse_model(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2] x) => (float[2] y) { y = Add (x, x) }"""
+    ).copy()
+    model.graph.node[0].input[1] = "ghost"
+    model.graph.node[0].name = "the_add"
+    report = gk.validate(model)
+    assert not report.ok
+    issue = next(i for i in report.issues if i.code == "dangling-input")
+    assert issue.node == "the_add" and issue.tensor == "ghost"
+    assert "'the_add' (Add)" in issue.message and "input #1" in issue.message and "'ghost'" in issue.message
+    assert issue.hint
+
+
+def test_unsorted_graph_names_reader_and_producer(whole_model: Model) -> None:
+    model = whole_model.copy()
+    nodes = list(model.graph.node)
+    nodes[0], nodes[1] = nodes[1], nodes[0]
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    report = gk.validate(model)
+    issue = next(i for i in report.issues if i.code == "unsorted")
+    assert issue.node == "/convs1/convs1.1/Conv"
+    assert issue.tensor == "/convs1/convs1.0/Conv_output_0"
+    assert "/convs1/convs1.0/Conv" in issue.message and "toposort" in (issue.hint or "")
+
+
+def test_cycle_is_listed() -> None:
+    b = gk.GraphBuilder("cyc")
+    b.input("x", "float32", [2])
+    b.node("Add", ["x", "c"], name="A", outputs=["a"])
+    b.node("Relu", ["a"], name="B", outputs=["b"])
+    b.node("Neg", ["b"], name="C", outputs=["c"])
+    b.output("b", "float32", [2])
+    with pytest.raises(gk.CycleError) as info:
+        b.build(check=False)
+    message = str(info.value)
+    assert "'A' (Add)" in message and "'B' (Relu)" in message and "'C' (Neg)" in message
+    # and validate lists it without raising
+    model = Model(onnx.helper.make_model(onnx.helper.make_graph(
+        b.nodes, "cyc", b.inputs, b.outputs), opset_imports=[onnx.helper.make_opsetid("", 17)]))
+    report = gk.validate(model)
+    cycle = next(i for i in report.issues if i.code == "cycle")
+    assert "'A' (Add)" in cycle.message and "->" in cycle.message
+
+
+def test_problems_are_all_listed_not_just_the_first(whole_model: Model) -> None:
+    model = whole_model.copy()
+    model.graph.node[3].input[0] = "nothing_1"
+    model.graph.node[8].input[0] = "nothing_2"
+    model.graph.node[5].output[0] = model.graph.node[4].output[0]
+    entry = model.graph.output.add()
+    entry.CopyFrom(model.graph.output[0])
+    entry.name = "phantom"
+    report = gk.validate(model)
+    codes = _codes(report)
+    assert codes.count("dangling-input") >= 2
+    assert "duplicate-producer" in codes and "dangling-output" in codes
+    assert {"nothing_1", "nothing_2", "phantom"} <= {i.tensor for i in report.issues}
+
+
+def test_unused_initializer_and_input_are_warnings(whole_model: Model) -> None:
+    model = whole_model.copy()
+    model.graph.initializer.append(onnx.numpy_helper.from_array(__import__("numpy").zeros(3, "float32"), "spare"))
+    model.graph.input.append(onnx.helper.make_tensor_value_info("unused_in", onnx.TensorProto.FLOAT, [1]))
+    report = gk.validate(model)
+    assert report.ok
+    assert {(i.code, i.tensor) for i in report.warnings} == {("unused-initializer", "spare"), ("unused-input", "unused_in")}
+
+
+def test_custom_domain_without_opset_import() -> None:
+    model = gk.load(fixture("dcn.onnx")).copy()
+    kept = [o for o in model.proto.opset_import if o.domain != "custom"]
+    del model.proto.opset_import[:]
+    model.proto.opset_import.extend(kept)
+    report = gk.validate(model)
+    issue = next(i for i in report.issues if i.code == "missing-opset-import")
+    assert "'custom'" in issue.message and "deform_conv2d" in issue.message
+
+
+def test_subgraph_problems_are_found() -> None:
+    model = gk.load(fixture("if_outer_scope.onnx")).copy()
+    branch = next(n for n in model.graph.node if n.op_type == "If")
+    then = next(a for a in branch.attribute if a.name == "then_branch").g
+    then.node[0].input[1] = "W_typo"
+    report = gk.validate(model)
+    issue = next(i for i in report.issues if i.code == "dangling-input")
+    assert issue.tensor == "W_typo" and "branch" in issue.graph
+
+
+def test_toposort_restores_a_shuffled_whole_model(whole_model: Model) -> None:
+    for seed in range(5):
+        shuffled = _shuffled(whole_model, seed)
+        assert not gk.validate(shuffled).ok
+        restored = gk.toposort(shuffled)
+        assert gk.validate(restored).ok
+        assert sorted(n.name for n in restored.graph.node) == sorted(n.name for n in whole_model.graph.node)
+        a = gk.run(whole_model, seed=1)["output"]
+        b = gk.run(restored, seed=1)["output"]
+        assert (a == b).all()
+
+
+def test_toposort_keeps_a_valid_order(whole_model: Model) -> None:
+    before = whole_model.proto.SerializeToString()
+    result = gk.toposort(whole_model)
+    assert result.proto.SerializeToString() == before
+    assert whole_model.proto.SerializeToString() == before  # input untouched
+
+
+def test_toposort_is_stable_for_independent_nodes() -> None:
+    # Two valid orders exist; the given one must be kept.
+    model = gk.parse_model(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2] x) => (float[2] y) { b = Neg (x) a = Relu (x) y = Add (a, b) }"""
+    )
+    assert [n.op_type for n in gk.toposort(model).graph.node] == ["Neg", "Relu", "Add"]
+
+
+def test_toposort_respects_outer_scope_reads_of_subgraphs() -> None:
+    model = gk.load(fixture("if_outer_scope.onnx"))
+    shuffled = model.copy()
+    nodes = list(shuffled.graph.node)
+    if_index = next(i for i, n in enumerate(nodes) if n.op_type == "If")
+    nodes.insert(0, nodes.pop(if_index))  # the If first: before the tensors its branches read
+    del shuffled.graph.node[:]
+    shuffled.graph.node.extend(nodes)
+    report = gk.validate(shuffled, checker=False)
+    assert not report.ok
+    restored = gk.toposort(shuffled)
+    assert gk.validate(restored).ok
+    assert (gk.run(restored, seed=2)["y"] == gk.run(model, seed=2)["y"]).all()
+
+
+def test_toposort_sorts_subgraph_bodies() -> None:
+    model = gk.load(fixture("if_outer_scope.onnx")).copy()
+    branch = next(n for n in model.graph.node if n.op_type == "If")
+    body = next(a for a in branch.attribute if a.name == "else_branch").g
+    nodes = list(body.node)
+    nodes.reverse()
+    del body.node[:]
+    body.node.extend(nodes)
+    assert not gk.validate(model, checker=False).ok
+    assert gk.validate(gk.toposort(model)).ok
+
+
+def test_toposort_cycle_is_an_error() -> None:
+    model = gk.parse_model(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2] x) => (float[2] y) { a = Relu (x) y = Neg (a) }"""
+    ).copy()
+    model.graph.node[0].input[0] = "y"
+    with pytest.raises(gk.CycleError, match="cycle"):
+        gk.toposort(model)
+
+
+def test_toposort_scales_to_100k_nodes() -> None:
+    n = 100_000
+    nodes = [onnx.helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"], name=f"n{i}") for i in range(n)]
+    nodes.reverse()
+    graph = onnx.helper.make_graph(nodes, "long", [onnx.helper.make_tensor_value_info("t0", 1, [1])],
+                                   [onnx.helper.make_tensor_value_info(f"t{n}", 1, [1])])
+    model = Model(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]))
+    result = gk.toposort(model)  # reversed chain: every node moves; quadratic code would not finish
+    assert [x.name for x in result.graph.node[:3]] == ["n0", "n1", "n2"]
+    assert result.graph.node[-1].name == f"n{n - 1}"
