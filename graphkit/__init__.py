@@ -60,13 +60,15 @@ from graphkit.extract import (
 from graphkit.io import load, save, tensor_value
 from graphkit.model import Model
 from graphkit.recipe import apply_recipe, load_recipe
-from graphkit.run import make_feeds, run
+from graphkit.run import ChainResult, RunResult, make_feeds, run, run_chain, run_detailed
+from graphkit.split import Fragment, Split, load_split, split, write_split
 from graphkit.summary import Summary, summarize
 from graphkit.validate import Issue, Report, toposort, validate
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ChainResult",
     "CorruptModelError",
     "CycleError",
     "EditError",
@@ -74,6 +76,7 @@ __all__ = [
     "ExternalDataError",
     "Extraction",
     "FeedError",
+    "Fragment",
     "GraphBuilder",
     "GraphkitError",
     "InvalidModelError",
@@ -85,7 +88,9 @@ __all__ = [
     "NodeNotFoundError",
     "OpenCutError",
     "Report",
+    "RunResult",
     "RuntimeFailure",
+    "Split",
     "Summary",
     "TensorNotFoundError",
     "TensorType",
@@ -108,6 +113,7 @@ __all__ = [
     "insert_node",
     "load",
     "load_recipe",
+    "load_split",
     "make_feeds",
     "merge",
     "parse_model",
@@ -117,15 +123,19 @@ __all__ = [
     "rename_tensor",
     "replace_op",
     "run",
+    "run_chain",
+    "run_detailed",
     "save",
     "set_attribute",
     "set_dims",
     "set_initializer",
     "set_op_type",
     "set_opset",
+    "split",
     "summarize",
     "tensor_value",
     "to_graphsurgeon",
     "toposort",
     "validate",
+    "write_split",
 ]
