@@ -50,24 +50,38 @@ from graphkit.errors import (
     UsageError,
     WriteError,
 )
+from graphkit.extract import (
+    Exposure,
+    Extraction,
+    TensorType,
+    expose,
+    expose_with_report,
+    extract,
+    extract_with_report,
+)
 from graphkit.io import load, save, tensor_value
 from graphkit.model import Model
 from graphkit.recipe import apply_recipe, load_recipe
-from graphkit.run import make_feeds, run
+from graphkit.run import ChainResult, RunResult, make_feeds, run, run_chain, run_detailed
+from graphkit.split import Fragment, Split, load_split, split, write_split
 from graphkit.summary import Summary, summarize
 from graphkit.validate import Issue, Report, toposort, validate
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ChainResult",
     "Change",
     "Comparison",
     "CorruptModelError",
     "CycleError",
     "Divergence",
     "EditError",
+    "Exposure",
     "ExternalDataError",
+    "Extraction",
     "FeedError",
+    "Fragment",
     "GraphBuilder",
     "GraphkitError",
     "InvalidModelError",
@@ -81,10 +95,13 @@ __all__ = [
     "NodeNotFoundError",
     "OpenCutError",
     "Report",
+    "RunResult",
     "RuntimeFailure",
+    "Split",
     "Summary",
     "TensorDiff",
     "TensorNotFoundError",
+    "TensorType",
     "Tolerance",
     "UnsafePathError",
     "UsageError",
@@ -96,6 +113,10 @@ __all__ = [
     "compare",
     "constant_to_input",
     "diff",
+    "expose",
+    "expose_with_report",
+    "extract",
+    "extract_with_report",
     "fold_constants",
     "from_graphsurgeon",
     "initializer_to_input",
@@ -103,6 +124,7 @@ __all__ = [
     "insert_node",
     "load",
     "load_recipe",
+    "load_split",
     "make_feeds",
     "markers",
     "merge",
@@ -113,15 +135,19 @@ __all__ = [
     "rename_tensor",
     "replace_op",
     "run",
+    "run_chain",
+    "run_detailed",
     "save",
     "set_attribute",
     "set_dims",
     "set_initializer",
     "set_op_type",
     "set_opset",
+    "split",
     "summarize",
     "tensor_value",
     "to_graphsurgeon",
     "toposort",
     "validate",
+    "write_split",
 ]

@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import mmap
 import os
 import stat
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -31,7 +33,15 @@ from graphkit.errors import (
     UsageError,
     WriteError,
 )
-from graphkit.model import Model, is_external, iter_graphs, iter_initializers, iter_tensors
+from graphkit.model import (
+    BORROWED_KEY,
+    Model,
+    is_borrowed,
+    is_external,
+    iter_graphs,
+    iter_initializers,
+    iter_tensors,
+)
 
 __all__ = [
     "ExternalRef",
@@ -52,6 +62,10 @@ PROTOBUF_LIMIT = 2**31 - 1
 INLINE_LIMIT = 2**31 - 64 * 2**20
 _COPY_CHUNK = 64 * 2**20
 _ALIGN = 4096
+#: Model files at least this large are scanned rather than parsed whole (see ``load``).
+LAZY_FILE_MIN = 64 * 2**20
+#: With a lazy load, inline initializers with at least this many bytes of raw data stay in the file.
+LAZY_TENSOR_MIN = 64 * 2**10
 
 
 @dataclass(frozen=True)
@@ -67,11 +81,18 @@ class ExternalRef:
 # ----------------------------------------------------------------------------------------- loading
 
 
-def load(path: str | os.PathLike[str]) -> Model:
+def load(path: str | os.PathLike[str], *, lazy: bool | None = None) -> Model:
     """Load an ONNX model, leaving its external weights on disk.
+
+    A large model file (``LAZY_FILE_MIN``) is scanned, not parsed whole: its large inline weights
+    stay in the file and are referenced there, like external data (marked ``BORROWED_KEY``), so
+    loading costs time proportional to the graph, not the weights. Saving writes them inline again
+    (streamed from the file); ``tensor_value`` and ONNX Runtime read them from the file. The file
+    must then stay unchanged while the Model is in use.
 
     Args:
         path: The ``.onnx`` file.
+        lazy: Scan (True) or parse whole (False); None decides by the file's size.
 
     Returns:
         The Model, with ``base_dir`` set to the file's folder.
@@ -93,8 +114,10 @@ def load(path: str | os.PathLike[str]) -> Model:
             f"{file} is {size / 2**30:.1f} GiB: no ONNX model file can exceed protobuf's 2 GiB limit",
             hint="a model this large keeps its weights as external data; is this the .onnx file?",
         )
+    if lazy is None:
+        lazy = size >= LAZY_FILE_MIN
     try:
-        data = file.read_bytes()
+        data = _scan_model_file(file) if lazy and size else file.read_bytes()
     except OSError as err:
         raise ModelNotFoundError(f"cannot read {file}: {err.strerror}", hint="check the file's permissions") from err
     return load_bytes(data, base_dir=file.parent, source=file)
@@ -117,10 +140,153 @@ def load_bytes(data: bytes, *, base_dir: str | os.PathLike[str] | None = None, s
     proto = _parse(data, label)
     folder = Path(base_dir).resolve() if base_dir is not None else None
     model = Model(proto, folder, source)
-    for tensor, where in iter_tensors(proto):
-        if is_external(tensor):
-            external_ref(model, tensor, where=where)
+    if b"location" in data:  # no external-data entry can exist without this key
+        for tensor, where in iter_tensors(proto):
+            if is_external(tensor):
+                external_ref(model, tensor, where=where)
     return model
+
+
+# ------------------------------------------------------------------- lazy loading (wire-format scan)
+
+
+def _varint(buf: mmap.mmap | bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("malformed varint")
+
+
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _skip(buf: mmap.mmap | bytes, wire: int, pos: int) -> int:
+    if wire == 0:
+        return _varint(buf, pos)[1]
+    if wire == 1:
+        return pos + 8
+    if wire == 2:
+        length, pos = _varint(buf, pos)
+        return pos + length
+    if wire == 5:
+        return pos + 4
+    raise ValueError(f"unsupported wire type {wire}")
+
+
+def _field_len(field: int, length: int) -> bytes:
+    return _varint_bytes(field << 3 | 2) + _varint_bytes(length)
+
+
+def _scan_model_file(file: Path) -> bytes:
+    """The model's bytes with each large inline initializer replaced by a stub pointing into the file.
+
+    Only the ModelProto's and the main GraphProto's field headers are read in Python; everything
+    else is copied through as byte ranges, and the weights are never read.
+    """
+    with open(file, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        try:
+            return _scan_model(buf, file.name)
+        except (ValueError, IndexError) as err:
+            raise CorruptModelError(
+                f"{file} is not a readable ONNX model ({err})",
+                hint="the file is truncated, corrupted or not ONNX; export or copy it again",
+            ) from err
+
+
+def _scan_model(buf: mmap.mmap, location: str) -> bytes:
+    pieces: list[bytes] = []
+    pos, end = 0, len(buf)
+    while pos < end:
+        key, body = _varint(buf, pos)
+        if key == (7 << 3 | 2):  # ModelProto.graph
+            length, start = _varint(buf, body)
+            if start + length > end:
+                raise ValueError("truncated graph")
+            graph = _scan_graph(buf, start, start + length, location)
+            pieces.append(_field_len(7, len(graph)) + graph)
+            pos = start + length
+        else:
+            after = _skip(buf, key & 7, body)
+            pieces.append(buf[pos:after])
+            pos = after
+    if pos != end:
+        raise ValueError("truncated model")
+    return b"".join(pieces)
+
+
+def _scan_graph(buf: mmap.mmap, start: int, end: int, location: str) -> bytes:
+    pieces: list[bytes] = []
+    run = pos = start
+    while pos < end:
+        key, body = _varint(buf, pos)
+        if key == (5 << 3 | 2):  # GraphProto.initializer
+            length, inner = _varint(buf, body)
+            if length >= LAZY_TENSOR_MIN:
+                stub = _stub_tensor(buf, inner, inner + length, location)
+                if stub is not None:
+                    pieces.append(buf[run:pos])
+                    pieces.append(_field_len(5, len(stub)) + stub)
+                    pos = run = inner + length
+                    continue
+            pos = inner + length
+        else:
+            pos = _skip(buf, key & 7, body)
+    if pos != end:
+        raise ValueError("truncated graph")
+    pieces.append(buf[run:end])
+    return b"".join(pieces)
+
+
+def _stub_tensor(buf: mmap.mmap, start: int, end: int, location: str) -> bytes | None:
+    """A TensorProto's bytes without its raw_data, pointing at where raw_data lies in the file."""
+    pieces: list[bytes] = []
+    raw: tuple[int, int] | None = None
+    pos = start
+    while pos < end:
+        key, body = _varint(buf, pos)
+        field, wire = key >> 3, key & 7
+        after = _skip(buf, wire, body)
+        if field in (13, 14):  # already external: leave it as it is
+            return None
+        if field == 9 and wire == 2:
+            length, payload = _varint(buf, body)
+            raw = (payload, length)
+        else:
+            pieces.append(buf[pos:after])
+        pos = after
+    if raw is None or raw[1] < LAZY_TENSOR_MIN or pos != end:
+        return None
+    extra = onnx.TensorProto()
+    extra.data_location = onnx.TensorProto.EXTERNAL
+    for key_, value in (("location", location), ("offset", str(raw[0])), ("length", str(raw[1]))):
+        entry = extra.external_data.add()
+        entry.key, entry.value = key_, value
+    mark = extra.metadata_props.add()
+    mark.key, mark.value = BORROWED_KEY, "1"
+    return b"".join(pieces) + extra.SerializeToString()
+
+
+def _unborrow(tensor: onnx.TensorProto) -> None:
+    """Drop the borrowed mark (the tensor's data is being written out for real)."""
+    marks = [e for e in tensor.metadata_props if e.key != BORROWED_KEY]
+    if len(marks) != len(tensor.metadata_props):
+        del tensor.metadata_props[:]
+        tensor.metadata_props.extend(marks)
 
 
 def _parse(data: bytes, label: str) -> onnx.ModelProto:
@@ -186,10 +352,13 @@ def _graph_non_utf8(graph: onnx.GraphProto) -> str | None:
             for dim in value.type.tensor_type.shape.dim:
                 if isinstance(dim.dim_param, bytes) or isinstance(dim.denotation, bytes):
                     return f"a dim name of {value.name!r}"
-    for tensor in graph.initializer:
-        if isinstance(tensor.name, bytes) or any(isinstance(e.key, bytes) or isinstance(e.value, bytes)
-                                                 for e in tensor.external_data):
+    for tensor in graph.initializer:  # (plain loops: this runs over every node of large graphs)
+        if type(tensor.name) is bytes:
             return "an initializer name"
+        if len(tensor.external_data):
+            for e in tensor.external_data:
+                if type(e.key) is bytes or type(e.value) is bytes:
+                    return "an initializer name"
     for node in graph.node:
         if _node_non_utf8(node):
             return "a node's name, op type, domain or tensor name"
@@ -197,11 +366,21 @@ def _graph_non_utf8(graph: onnx.GraphProto) -> str | None:
 
 
 def _node_non_utf8(node: onnx.NodeProto) -> bool:
-    if any(isinstance(v, bytes) for v in (node.name, node.op_type, node.domain, node.doc_string)):
+    if type(node.name) is bytes or type(node.op_type) is bytes or type(node.domain) is bytes:
         return True
-    if any(isinstance(v, bytes) for v in node.input) or any(isinstance(v, bytes) for v in node.output):
+    if type(node.doc_string) is bytes:
         return True
-    return any(isinstance(a.name, bytes) or isinstance(a.ref_attr_name, bytes) for a in node.attribute)
+    for v in node.input:
+        if type(v) is bytes:
+            return True
+    for v in node.output:
+        if type(v) is bytes:
+            return True
+    if len(node.attribute):
+        for a in node.attribute:
+            if type(a.name) is bytes or type(a.ref_attr_name) is bytes:
+                return True
+    return False
 
 
 def external_ref(model: Model, tensor: onnx.TensorProto, *, where: str = "") -> ExternalRef:
@@ -330,12 +509,7 @@ def inline_proto(model: Model) -> onnx.ModelProto:
     """A copy of the model's proto with every external tensor's data read in (for small models)."""
     clone = onnx.ModelProto()
     clone.CopyFrom(model.proto)
-    for tensor, _ in iter_tensors(clone):
-        if is_external(tensor):
-            data = read_external_bytes(model, tensor)
-            del tensor.external_data[:]
-            tensor.data_location = onnx.TensorProto.DEFAULT
-            tensor.raw_data = data
+    _inline_external(model, clone)
     return clone
 
 
@@ -379,8 +553,10 @@ def save(
         raise WriteError(f"cannot write {dest}: it is a folder", hint="give a file name ending in .onnx")
     proto = onnx.ModelProto()
     proto.CopyFrom(model.proto)
+    borrowed = sum(external_ref(model, t).length for t in proto.graph.initializer if is_borrowed(t))
     if external is None:
-        external = model.has_external_data or proto.ByteSize() > INLINE_LIMIT
+        really_external = any(is_external(t) and not is_borrowed(t) for t, _ in iter_tensors(proto))
+        external = really_external or proto.ByteSize() + borrowed > INLINE_LIMIT
     data_name = location or f"{dest.stem}.data"
     if external:
         resolve_location(folder, data_name, context=f"saving {dest}")
@@ -388,11 +564,82 @@ def save(
         if external:
             assert tmp_data is not None
             _write_external(model, proto, tmp_data, data_name, size_threshold)
+            _write_proto(proto, tmp_model, dest)
+        elif borrowed:
+            proto = _write_spliced(model, proto, tmp_model, dest)
         else:
             _inline_external(model, proto)
-        _write_proto(proto, tmp_model, dest)
+            _write_proto(proto, tmp_model, dest)
     log.info("wrote %s%s", dest, f" and {data_name}" if external else "")
     return Model(proto, folder.resolve(), dest)
+
+
+def _write_spliced(model: Model, proto: onnx.ModelProto, tmp: Path, dest: Path) -> onnx.ModelProto:
+    """Write ``proto`` inline, streaming each external main-graph initializer from its file into place.
+
+    Other external tensors (attributes, subgraph initializers) are read in. Returns the proto as it
+    loads lazily from ``dest``: the streamed weights are borrowed from ``dest``.
+    """
+    main = list(proto.graph.initializer)
+    del proto.graph.initializer[:]  # (the list keeps them)
+    for tensor, _ in iter_tensors(proto):
+        if is_external(tensor):
+            _inline_one(model, tensor)
+    proto.graph.initializer.extend(main)
+    result = onnx.ModelProto()
+    result.CopyFrom(proto)
+    records: list[tuple[bytes, ExternalRef | None]] = []
+    for tensor in proto.graph.initializer:
+        if is_external(tensor):
+            ref = external_ref(model, tensor)
+            head_proto = onnx.TensorProto()
+            head_proto.CopyFrom(tensor)
+            del head_proto.external_data[:]
+            head_proto.ClearField("data_location")
+            _unborrow(head_proto)
+            head = head_proto.SerializeToString() + _field_len(9, ref.length)
+            records.append((_field_len(5, len(head) + ref.length) + head, ref))
+        else:
+            body = tensor.SerializeToString()
+            records.append((_field_len(5, len(body)) + body, None))
+    del proto.graph.initializer[:]
+    graph_bytes = proto.graph.SerializeToString()
+    graph_len = len(graph_bytes) + sum(len(h) + (r.length if r else 0) for h, r in records)
+    proto.ClearField("graph")
+    top = proto.SerializeToString() + _field_len(7, graph_len)
+    if len(top) + graph_len > PROTOBUF_LIMIT:
+        raise WriteError(f"cannot write {dest} inline: it would exceed protobuf's 2 GiB limit",
+                         hint="save with external data (external=True / --external-data)")
+    offsets: list[tuple[int, int]] = []
+    sources: dict[Path, Any] = {}
+    with open(tmp, "wb") as out, contextlib.ExitStack() as stack:
+        out.write(top)
+        out.write(graph_bytes)
+        for head, source in records:
+            out.write(head)
+            if source is None:
+                continue
+            out.flush()
+            offsets.append((out.tell(), source.length))
+            if source.path not in sources:
+                sources[source.path] = stack.enter_context(open(source.path, "rb"))
+            _copy_range(sources[source.path], out, source.offset, source.length)
+    position = iter(offsets)
+    for tensor in result.graph.initializer:
+        if is_external(tensor):
+            offset, length = next(position)
+            _point_at(tensor, dest.name, offset, length)
+            mark = tensor.metadata_props.add()
+            mark.key, mark.value = BORROWED_KEY, "1"
+    return result
+
+
+def _inline_one(model: Model, tensor: onnx.TensorProto) -> None:
+    data = read_external_bytes(model, tensor)
+    del tensor.external_data[:]
+    tensor.data_location = onnx.TensorProto.DEFAULT
+    tensor.raw_data = data
+    _unborrow(tensor)
 
 
 def _write_proto(proto: onnx.ModelProto, tmp: Path, dest: Path) -> None:
@@ -408,10 +655,7 @@ def _write_proto(proto: onnx.ModelProto, tmp: Path, dest: Path) -> None:
 def _inline_external(model: Model, proto: onnx.ModelProto) -> None:
     for tensor, _ in iter_tensors(proto):
         if is_external(tensor):
-            data = read_external_bytes(model, tensor)
-            del tensor.external_data[:]
-            tensor.data_location = onnx.TensorProto.DEFAULT
-            tensor.raw_data = data
+            _inline_one(model, tensor)
 
 
 def _write_external(model: Model, proto: onnx.ModelProto, tmp: Path, name: str, threshold: int) -> None:
@@ -486,6 +730,7 @@ def _clear_data(tensor: onnx.TensorProto) -> None:
 
 def _point_at(tensor: onnx.TensorProto, location: str, offset: int, length: int) -> None:
     _clear_data(tensor)
+    _unborrow(tensor)
     del tensor.external_data[:]
     tensor.data_location = onnx.TensorProto.EXTERNAL
     for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):

@@ -13,7 +13,11 @@ from pathlib import Path
 
 import onnx
 
-__all__ = ["Model", "is_external", "iter_graphs", "iter_initializers", "iter_tensors"]
+__all__ = ["BORROWED_KEY", "Model", "is_borrowed", "is_external", "iter_graphs", "iter_initializers", "iter_tensors"]
+
+#: Marks (in TensorProto.metadata_props) an inline weight that ``graphkit.load`` left in the model file:
+#: its external-data entries point into the .onnx file itself, and saving writes it inline again.
+BORROWED_KEY = "graphkit.borrowed"
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,6 +67,13 @@ class Model:
 def is_external(tensor: onnx.TensorProto) -> bool:
     """Whether ``tensor`` keeps its data in an external file."""
     return tensor.data_location == onnx.TensorProto.EXTERNAL
+
+
+def is_borrowed(tensor: onnx.TensorProto) -> bool:
+    """Whether ``tensor`` is an inline weight left in its model file by a lazy load (see ``BORROWED_KEY``)."""
+    return tensor.data_location == onnx.TensorProto.EXTERNAL and any(
+        e.key == BORROWED_KEY for e in tensor.metadata_props
+    )
 
 
 def iter_graphs(graph: onnx.GraphProto, path: str = "") -> Iterator[tuple[onnx.GraphProto, str]]:

@@ -1,0 +1,92 @@
+"""Feed flags shared by run and run-chain: --input, --shape, --dim, --range, --seed, runtime options."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from graphkit.errors import UsageError
+from graphkit.feeds import load_feeds, parse_named, parse_range, parse_shape, resolve_feeds
+
+__all__ = ["FeedArgs", "add_feed_options", "add_runtime_options", "feed_args", "human_bytes", "ms"]
+
+
+def add_feed_options(parser: argparse.ArgumentParser) -> None:
+    """--input, --shape, --dim, --range, --seed."""
+    group = parser.add_argument_group("inputs (inputs not given are generated from the signature, seeded)")
+    group.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE",
+                       help="an input's value from .npy, .npz or TensorProto .pb; an .npz without NAME feeds "
+                            "every array by its key (repeatable)")
+    group.add_argument("--shape", action="append", default=[], metavar="[NAME=]DIMS",
+                       help="shape of a generated input, e.g. input=1x3x20x20 (NAME optional for one input)")
+    group.add_argument("--dim", action="append", default=[], metavar="DIM=N",
+                       help="value of a named dynamic dim for every generated input, e.g. batch=4")
+    group.add_argument("--range", action="append", default=[], metavar="[NAME=]LO,HI",
+                       help="value range of a generated input, e.g. input=0,255")
+    group.add_argument("--seed", type=int, default=0, help="seed of generated inputs (default 0)")
+
+
+def add_runtime_options(parser: argparse.ArgumentParser) -> None:
+    """--provider, --opt-level, --threads."""
+    group = parser.add_argument_group("ONNX Runtime")
+    group.add_argument("--provider", default="cpu", help="execution provider: cpu (default), cuda, or a full name")
+    group.add_argument("--opt-level", default="all", choices=["disable", "basic", "extended", "all"],
+                       help="graph optimization level (default all; disable for bit-exact comparisons)")
+    group.add_argument("--threads", type=int, default=0, help="intra-op threads (default: ONNX Runtime's)")
+
+
+@dataclass(frozen=True)
+class FeedArgs:
+    """The parsed feed flags."""
+
+    feeds: dict[str, np.ndarray]
+    shapes: dict[str, tuple[int, ...]]
+    ranges: dict[str, tuple[float, float]]
+    dims: dict[str, int]
+    files: tuple[str, ...]
+
+
+def feed_args(args: argparse.Namespace, input_names: Sequence[str], where: str) -> FeedArgs:
+    """Read the feed files and parse the flags against the inputs' names.
+
+    Raises:
+        FeedError: A feed file is unreadable or cannot be matched to an input.
+        UsageError: A flag is malformed, or leaves out NAME where the model has several inputs.
+    """
+    files = load_feeds(args.input)
+    feeds = resolve_feeds(files, list(input_names), where=where)
+    shapes = {_name(n, "--shape", input_names): s for n, s in (parse_shape(t) for t in args.shape)}
+    ranges = {_name(n, "--range", input_names): r for n, r in (parse_range(t) for t in args.range)}
+    dims: dict[str, int] = {}
+    for text in args.dim:
+        name, value = parse_named(text, "--dim")
+        if name is None or not value.isdigit():
+            raise UsageError(f"--dim {text!r}: expected DIM=N", hint="e.g. --dim batch=4")
+        dims[name] = int(value)
+    paths = tuple(sorted({f.path for f in files}))
+    return FeedArgs(feeds, shapes, ranges, dims, paths)
+
+
+def _name(name: str | None, flag: str, input_names: Sequence[str]) -> str:
+    if name is not None:
+        return name
+    if len(input_names) == 1:
+        return input_names[0]
+    raise UsageError(f"{flag} without NAME= is ambiguous: the model has {len(input_names)} inputs "
+                     f"({', '.join(repr(n) for n in input_names)})", hint=f"write {flag} NAME=VALUE")
+
+
+def ms(seconds: float | None) -> str:
+    """Seconds as milliseconds text."""
+    return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
+
+
+def human_bytes(n: int) -> str:
+    """Bytes as B / KiB / MiB / GiB text."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"

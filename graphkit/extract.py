@@ -1,0 +1,1008 @@
+"""extract and expose: cut a submodel out of a model, or add intermediate tensors as graph outputs.
+
+``extract`` keeps exactly the nodes needed to compute the requested outputs from the requested
+inputs, in their original order, with the initializers, outer-scope tensors of If/Loop/Scan bodies,
+value_info and local functions they use. It checks the cut first: if an output cannot be computed
+from the inputs, nothing is built and the error names the output, the node and the tensor where the
+cut leaks. New graph inputs and outputs are typed from value_info, else ONNX shape inference (on the
+graph only, no weight read), else by running the source model once in ONNX Runtime, else from the
+user. Weights are never read: the result refers to them where they lie (``Model.base_dir``), so
+saving it streams only the weights it keeps.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import onnx
+
+from graphkit.build import dtype_to_onnx
+from graphkit.errors import (
+    GraphkitError,
+    NameNotFoundError,
+    OpenCutError,
+    TensorNotFoundError,
+    UsageError,
+    did_you_mean,
+    not_found,
+)
+from graphkit.graph import node_label, subgraph_outer_reads, subgraphs
+from graphkit.io import tensor_nbytes
+from graphkit.model import Model, iter_graphs
+from graphkit.summary import TensorSig
+from graphkit.validate import check_or_raise, toposort_proto
+
+__all__ = [
+    "Exposure",
+    "Extraction",
+    "TensorType",
+    "expose",
+    "expose_with_report",
+    "extract",
+    "extract_with_report",
+    "parse_tensor_spec",
+]
+
+log = logging.getLogger(__name__)
+
+Dim = int | str | None
+
+
+# ------------------------------------------------------------------------------------------ results
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """A tensor type given by the user: dtype name and shape (ints, dim names, or None for unknown).
+
+    Attributes:
+        dtype: A numpy-style dtype name ("float32", "int64") or an ONNX type name ("FLOAT16").
+        shape: The dims, or None when the rank is unknown.
+    """
+
+    dtype: str
+    shape: tuple[Dim, ...] | None = None
+
+    def type_proto(self) -> onnx.TypeProto:
+        """The ONNX TypeProto of this type."""
+        shape = None if self.shape is None else list(self.shape)
+        return onnx.helper.make_tensor_type_proto(dtype_to_onnx(self.dtype), shape)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """What ``extract_with_report`` kept.
+
+    Attributes:
+        model: The extracted model (weights still where the source keeps them).
+        nodes: How many nodes of the main graph it holds.
+        inputs: Its graph inputs, typed.
+        outputs: Its graph outputs, typed.
+        unused_inputs: Requested inputs that no kept node reads (kept as inputs all the same).
+        initializers: How many initializers it keeps (main graph).
+        weight_bytes: Bytes of the weights it keeps (main graph initializers).
+        functions: The local functions it keeps, as ``domain::name``.
+        typed_by: For each new input and output, where its type came from: "model" (value_info,
+            graph inputs/outputs or initializers), "inference", "runtime", "user".
+        notes: Things the user should know (unknown shapes, reordered nodes).
+    """
+
+    model: Model = field(repr=False)
+    nodes: int
+    inputs: tuple[TensorSig, ...]
+    outputs: tuple[TensorSig, ...]
+    unused_inputs: tuple[str, ...]
+    initializers: int
+    weight_bytes: int
+    functions: tuple[str, ...] = ()
+    typed_by: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the model itself left out)."""
+        return {
+            "nodes": self.nodes,
+            "inputs": [_sig_dict(s) for s in self.inputs],
+            "outputs": [_sig_dict(s) for s in self.outputs],
+            "unused_inputs": list(self.unused_inputs),
+            "initializers": self.initializers,
+            "weight_bytes": self.weight_bytes,
+            "functions": list(self.functions),
+            "typed_by": dict(self.typed_by),
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """What ``expose_with_report`` added.
+
+    Attributes:
+        model: The model with the new graph outputs.
+        added: The new graph outputs, typed, in the order added.
+        already_outputs: Requested tensors that were graph outputs already (left as they were).
+        typed_by: For each added output, where its type came from (see ``Extraction.typed_by``).
+        notes: Things the user should know (unknown shapes).
+    """
+
+    model: Model = field(repr=False)
+    added: tuple[TensorSig, ...]
+    already_outputs: tuple[str, ...] = ()
+    typed_by: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the model itself left out)."""
+        return {
+            "added": [_sig_dict(s) for s in self.added],
+            "already_outputs": list(self.already_outputs),
+            "outputs": len(self.model.graph.output),
+            "typed_by": dict(self.typed_by),
+            "notes": list(self.notes),
+        }
+
+
+def _sig_dict(sig: TensorSig) -> dict[str, Any]:
+    return {"name": sig.name, "dtype": sig.dtype, "shape": sig.shape}
+
+
+# ------------------------------------------------------------------------------------- user specs
+
+_SPEC = re.compile(r"^(?P<name>.+?):(?P<dtype>[A-Za-z][A-Za-z0-9_]*)(?::(?P<shape>\[.*\]))?$")
+
+
+def parse_tensor_spec(text: str, known: Iterable[str] = ()) -> tuple[str, TensorType | None]:
+    """Split ``name``, ``name:dtype`` or ``name:dtype:[d0,d1,...]`` into a name and an optional type.
+
+    Names may contain colons (``input:0``): the text is a plain name when it is one of ``known`` or
+    when what follows the last colons is not a dtype. Dims are ints, names (dynamic) or ``?``.
+
+    Raises:
+        UsageError: The dims cannot be parsed.
+    """
+    if text in set(known):
+        return text, None
+    match = _SPEC.match(text)
+    if not match or not _is_dtype(match.group("dtype")):
+        return text, None
+    shape_text = match.group("shape")
+    shape = _parse_dims(shape_text, text) if shape_text is not None else None
+    return match.group("name"), TensorType(match.group("dtype"), shape)
+
+
+def _is_dtype(name: str) -> bool:
+    try:
+        dtype_to_onnx(name)
+    except UsageError:
+        return False
+    return not name.isdigit()
+
+
+def _parse_dims(text: str, spec: str) -> tuple[Dim, ...]:
+    inner = text.strip()[1:-1].strip()
+    if not inner:
+        return ()
+    dims: list[Dim] = []
+    for part in (p.strip() for p in inner.split(",")):
+        if re.fullmatch(r"\d+", part):
+            dims.append(int(part))
+        elif part in ("?", "-1", ""):
+            dims.append(None)
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", part):
+            dims.append(part)
+        else:
+            raise UsageError(
+                f"cannot read the dims of {spec!r}: {part!r} is not a size, a dim name or '?'",
+                hint="write the shape like [1,3,224,224] or [batch,3,?,?]",
+            )
+    return tuple(dims)
+
+
+def _normalize_types(types: Mapping[str, Any] | None) -> dict[str, TensorType]:
+    found: dict[str, TensorType] = {}
+    for name, value in (types or {}).items():
+        if isinstance(value, TensorType):
+            found[name] = value
+        elif isinstance(value, str):
+            found[name] = TensorType(value)
+        else:
+            dtype, shape = value
+            found[name] = TensorType(str(dtype), None if shape is None else tuple(shape))
+        dtype_to_onnx(found[name].dtype)  # raises UsageError on an unknown dtype
+    return found
+
+
+# ------------------------------------------------------------------------------------ graph facts
+
+
+class _Graph:
+    """What extraction needs to know about the main graph, computed once and cheaply."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        self.graph = model.graph
+        self.nodes = self.graph.node
+        nodes = self.nodes
+        # reversed, so that the first producer of a name wins (a model with two is invalid anyway)
+        self.producer: dict[str, int] = {o: i for i in range(len(nodes) - 1, -1, -1) for o in nodes[i].output}
+        self.producer.pop("", None)
+        self.initializers: dict[str, onnx.TensorProto] = {t.name: t for t in self.graph.initializer}
+        self.sparse: dict[str, onnx.SparseTensorProto] = {s.values.name: s for s in self.graph.sparse_initializer}
+        self.inputs: list[str] = [v.name for v in self.graph.input]
+        self.input_set = set(self.inputs)
+        self.outputs: list[str] = [v.name for v in self.graph.output]
+        self._reads: dict[int, list[str]] = {}
+
+    def reads(self, i: int) -> list[str]:
+        """Every tensor node ``i`` reads: its inputs and its bodies' outer-scope reads."""
+        found = self._reads.get(i)
+        if found is None:
+            node = self.nodes[i]
+            found = [n for n in node.input if n]
+            if len(node.attribute):
+                for sub in subgraphs(node):
+                    found.extend(sorted(subgraph_outer_reads(sub) - set(found)))
+            self._reads[i] = found
+        return found
+
+    def defines(self, name: str) -> bool:
+        return name in self.producer or name in self.initializers or name in self.sparse or name in self.input_set
+
+    def kind(self, name: str) -> str:
+        """"node output", "graph input", "initializer"."""
+        if name in self.input_set and name not in self.initializers:
+            return "graph input"
+        if name in self.initializers or name in self.sparse:
+            return "initializer"
+        return "node output"
+
+    def all_names(self) -> list[str]:
+        names: dict[str, None] = dict.fromkeys(self.inputs)
+        names.update(dict.fromkeys(self.initializers))
+        names.update(dict.fromkeys(self.producer))
+        return list(names)
+
+    def producer_label(self, name: str) -> str:
+        i = self.producer.get(name)
+        return node_label(self.nodes[i], i) if i is not None else self.kind(name)
+
+
+def _inside_subgraph(g: _Graph, name: str) -> tuple[str, list[str]] | None:
+    """If only a body defines ``name``: the main-graph node holding that body, and that node's outputs."""
+    for i, node in enumerate(g.nodes):
+        if not len(node.attribute):
+            continue
+        for sub in subgraphs(node):
+            for graph, _ in iter_graphs(sub):
+                if any(name in n.output for n in graph.node) or any(v.name == name for v in graph.input):
+                    return node_label(node, i), [o for o in node.output if o]
+    return None
+
+
+def _check_names(g: _Graph, names: Sequence[str], flag: str) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise UsageError(f"{name!r} is given twice in {flag}", hint=f"list each tensor once in {flag}")
+        seen.add(name)
+        if g.defines(name):
+            continue
+        body = _inside_subgraph(g, name)
+        if body is not None:
+            raise TensorNotFoundError(
+                f"{name!r} ({flag}) is a tensor inside a body of {body[0]} in {g.model.name}; "
+                "a submodel can only be cut at tensors of the main graph",
+                hint=f"cut at the inputs or outputs of {body[0]} instead",
+            )
+        err = not_found(TensorNotFoundError, f"tensor ({flag})", name, g.all_names(), where=g.model.name)
+        raise err
+
+
+# ---------------------------------------------------------------------------------------- the cut
+
+
+@dataclass
+class _Cut:
+    nodes: list[int]
+    initializers: set[str]
+    used_inputs: set[str]
+    missing: list[str]  # graph inputs (or undefined names) the outputs need but are not given
+
+
+def _cut(g: _Graph, inputs: Sequence[str], outputs: Sequence[str]) -> _Cut:
+    """Walk back from the outputs, stopping at the inputs; collect nodes, weights and leaks."""
+    given = set(inputs)
+    needed: set[int] = set()
+    initializers: set[str] = set()
+    used: set[str] = set()
+    missing: list[str] = []
+    seen: set[str] = set()
+    stack = list(reversed(outputs))
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in given:
+            used.add(name)
+            continue
+        i = g.producer.get(name)
+        if i is not None:
+            if i not in needed:
+                needed.add(i)
+                stack.extend(reversed(g.reads(i)))
+        elif name in g.initializers or name in g.sparse:
+            initializers.add(name)
+        else:
+            missing.append(name)
+    return _Cut(sorted(needed), initializers, used, missing)
+
+
+def _ancestors(g: _Graph, start: Iterable[str], stop: set[str]) -> set[str]:
+    """Every tensor ``start`` depends on (themselves included), not walking past ``stop``."""
+    found: set[str] = set()
+    stack = list(start)
+    while stack:
+        name = stack.pop()
+        if name in found:
+            continue
+        found.add(name)
+        if name in stop:
+            continue
+        i = g.producer.get(name)
+        if i is not None:
+            stack.extend(g.reads(i))
+    return found
+
+
+def _computable(g: _Graph, name: str, given: set[str]) -> bool:
+    return not _cut(g, sorted(given), [name]).missing
+
+
+def _open_cut_error(g: _Graph, inputs: Sequence[str], outputs: Sequence[str], cut: _Cut) -> OpenCutError:
+    """Explain which output cannot be computed, through which node, from which tensor."""
+    given = set(inputs)
+    sources = set(cut.missing)
+    for output in outputs:
+        if _computable(g, output, given):
+            continue
+        found = _find_leak(g, output, given, sources)
+        if found is None:  # the output itself is an ungiven graph input
+            return OpenCutError(
+                f"cannot compute {output!r}: it is graph input {output!r} of {g.model.name}, not among the inputs",
+                hint=f"add {output!r} to --inputs",
+            )
+        reader, tensor = found
+        origin = sorted(_ancestors(g, [tensor], given) & sources)
+        origin_text = ", ".join(repr(s) for s in origin[:3])
+        if tensor in sources:
+            what = f"a {g.kind(tensor)}" if g.defines(tensor) else "a name nothing defines"
+            fact = f"{what} that is not among the inputs"
+            if not (_ancestors(g, [output], given) & given):
+                fact += " (none of the given inputs lies upstream of it)"
+        else:
+            fact = f"which is neither given nor computable from the inputs (it needs {origin_text})"
+        others = [o for o in outputs if o != output and not _computable(g, o, given)]
+        more = f" ({len(others)} more output(s) cannot be computed either)" if others else ""
+        message = f"cannot compute {output!r}: {node_label(g.nodes[reader], reader)} reads {tensor!r}, {fact}{more}"
+        return OpenCutError(message, hint=_leak_hint(g, tensor, given, sources))
+    return OpenCutError("the outputs cannot be computed from the inputs", hint="check --inputs")
+
+
+def _find_leak(g: _Graph, output: str, given: set[str], sources: set[str]) -> tuple[int, str] | None:
+    """The node where the cut leaks on the way to ``output``, and the tensor it reads.
+
+    Walking back from the output along tensors that cannot be computed, the leak is the first node
+    that also reads something fed by the given inputs (where the cut lets data in from outside);
+    without such a node, it is the node that reads the ungiven source itself.
+    """
+    region = _ancestors(g, [output], given)
+    ok = _closure(g, region, {n for n in region if n in given or n in g.initializers or n in g.sparse})
+    fed = _closure(g, region, {n for n in region if n in given}, any_read=True)
+    name = output
+    last: tuple[int, str] | None = None
+    visited: set[str] = set()
+    while name in g.producer and name not in visited:
+        visited.add(name)
+        i = g.producer[name]
+        reads = g.reads(i)
+        bad = [r for r in reads if r not in ok]
+        if not bad:
+            break
+        last = (i, bad[0])
+        if any(r in fed and r in ok for r in reads):
+            return last
+        name = bad[0]
+    return last
+
+
+def _closure(g: _Graph, region: set[str], start: set[str], *, any_read: bool = False) -> set[str]:
+    """Grow ``start`` by node outputs whose reads are all (or, with ``any_read``, any) in it."""
+    found = set(start)
+    order = sorted({g.producer[n] for n in region if n in g.producer})
+    changed = True
+    while changed:
+        changed = False
+        for i in order:
+            outs = [o for o in g.nodes[i].output if o and o not in found]
+            if not outs:
+                continue
+            reads = g.reads(i)
+            hit = any(r in found for r in reads) if any_read else all(r in found for r in reads)
+            if hit:
+                found.update(outs)
+                changed = True
+    return found
+
+
+def _leak_hint(g: _Graph, tensor: str, given: set[str], sources: set[str]) -> str:
+    """Suggest what to add to --inputs: the leaking tensor, or where its branch leaves the given ones."""
+    first = f"add {tensor!r} to --inputs"
+    upstream_of_given = _ancestors(g, given, set()) - given
+    candidates = [c for c in _bfs_upstream(g, tensor, given, limit=200) if c != tensor and c in upstream_of_given]
+    for candidate in candidates[:20]:
+        if _computable(g, tensor, given | {candidate}):
+            return f"{first}, or add {candidate!r}, from which it can be computed"
+    return first
+
+
+def _bfs_upstream(g: _Graph, start: str, stop: set[str], *, limit: int) -> list[str]:
+    order: list[str] = []
+    queue = [start]
+    seen = {start}
+    while queue and len(order) < limit:
+        name = queue.pop(0)
+        order.append(name)
+        i = g.producer.get(name)
+        if i is None or name in stop:
+            continue
+        for r in g.reads(i):
+            if r not in seen:
+                seen.add(r)
+                queue.append(r)
+    return order
+
+
+# ---------------------------------------------------------------------------------------- typing
+
+
+def _has_dtype(tp: onnx.TypeProto) -> bool:
+    kind = tp.WhichOneof("value")
+    if kind == "tensor_type":
+        return tp.tensor_type.elem_type != 0
+    return kind is not None
+
+
+def _has_shape(tp: onnx.TypeProto) -> bool:
+    if tp.WhichOneof("value") == "tensor_type":
+        return tp.tensor_type.HasField("shape")
+    return tp.WhichOneof("value") is not None
+
+
+def _known_types(g: _Graph, names: Iterable[str]) -> dict[str, onnx.TypeProto]:
+    """Types the model states: graph inputs and outputs, value_info, initializers."""
+    wanted = set(names)
+    found: dict[str, onnx.TypeProto] = {}
+    for values in (g.graph.value_info, g.graph.output, g.graph.input):
+        for v in values:
+            if v.name in wanted and _has_dtype(v.type):
+                found[v.name] = v.type
+    for name in wanted:
+        if name in g.initializers and name not in found:
+            t = g.initializers[name]
+            found[name] = onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims))
+        elif name in g.sparse and name not in found:
+            s = g.sparse[name]
+            found[name] = onnx.helper.make_tensor_type_proto(s.values.data_type, list(s.dims))
+    return found
+
+
+#: Initializers up to this size keep their values in the graph that shape inference sees (shape
+#: arguments such as Reshape's); larger ones are given to it as typed inputs, never read.
+_INFER_VALUE_LIMIT = 4096
+
+
+def _inferred_types(
+    g: _Graph,
+    names: Sequence[str],
+    nodes: Iterable[onnx.NodeProto],
+    stops: Mapping[str, onnx.TypeProto],
+    initializers: Iterable[onnx.TensorProto],
+) -> dict[str, onnx.TypeProto]:
+    """Run ONNX shape inference on ``nodes`` (a weightless copy) and return the types of ``names``.
+
+    The graph inputs and the already typed ``stops`` are typed inputs; small initializers keep their
+    values (shape arguments), large ones are typed inputs, never read.
+    """
+    graph = onnx.GraphProto()
+    graph.name = g.graph.name or "graph"
+    graph.node.extend(nodes)
+    graph.input.extend(g.graph.input)
+    declared = set(g.inputs)
+    for name, tp in stops.items():
+        if name not in declared:
+            graph.input.append(_value_info(name, tp))
+            declared.add(name)
+    for tensor in initializers:
+        if tensor.name in declared:
+            continue
+        if tensor.ByteSize() <= _INFER_VALUE_LIMIT and tensor.data_location != onnx.TensorProto.EXTERNAL:
+            graph.initializer.append(tensor)
+        else:
+            graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+    for sparse in g.graph.sparse_initializer:
+        if sparse.values.name not in declared:
+            graph.input.append(
+                onnx.helper.make_tensor_value_info(sparse.values.name, sparse.values.data_type, list(sparse.dims))
+            )
+    graph.value_info.extend(g.graph.value_info)
+    proto = onnx.ModelProto()
+    proto.ir_version = g.model.proto.ir_version
+    proto.opset_import.extend(g.model.proto.opset_import)
+    proto.functions.extend(g.model.proto.functions)
+    proto.graph.CopyFrom(graph)
+    return _run_inference(proto, names)
+
+
+def _observed_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
+    """Run the source model once in ONNX Runtime with the tensors exposed, and read their types.
+
+    Dims that change when the model's dynamic input dims change are left dynamic. Returns {} when
+    ONNX Runtime cannot run the model (custom ops, inputs it cannot generate).
+    """
+    rt = importlib.import_module("graphkit.run")  # onnxruntime is imported only when needed
+
+    proto = onnx.ModelProto()
+    proto.CopyFrom(model.proto)
+    present = {o.name for o in proto.graph.output}
+    for name in names:
+        if name not in present:
+            proto.graph.output.append(onnx.ValueInfoProto(name=name))
+    exposed = model.derive(proto)
+    dynamic = _dynamic_input_shapes(model)
+    try:
+        first = rt.run(exposed, outputs=list(names), seed=0)
+        second = rt.run(exposed, outputs=list(names), seed=0, shapes=dynamic) if dynamic else first
+    except GraphkitError as err:
+        log.info("ONNX Runtime cannot run %s to observe types: %s", model.name, err)
+        return {}
+    found: dict[str, onnx.TypeProto] = {}
+    for name in names:
+        a, b = first[name], second[name]
+        try:
+            elem = onnx.helper.np_dtype_to_tensor_dtype(a.dtype)
+        except (KeyError, TypeError, ValueError):
+            continue
+        dims: list[Dim] = list(a.shape)
+        if a.ndim == b.ndim:
+            dims = [d if d == e else None for d, e in zip(a.shape, b.shape)]
+        found[name] = onnx.helper.make_tensor_type_proto(elem, dims)
+    return found
+
+
+def _dynamic_input_shapes(model: Model) -> dict[str, list[int]]:
+    from graphkit.summary import shape_of
+
+    initializers = {t.name for t in model.graph.initializer}
+    shapes: dict[str, list[int]] = {}
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        shape = shape_of(value)
+        if shape and any(not isinstance(d, int) or d <= 0 for d in shape):
+            shapes[value.name] = [d if isinstance(d, int) and d > 0 else 2 for d in shape]
+    return shapes
+
+
+@dataclass
+class _Typing:
+    types: dict[str, onnx.TypeProto]
+    source: dict[str, str]
+    notes: list[str]
+
+
+def _inferred_prefix(
+    g: _Graph, names: Sequence[str], count: int, stops: Mapping[str, onnx.TypeProto]
+) -> dict[str, onnx.TypeProto]:
+    """Shape-infer ``names`` on the model cut after its first ``count`` nodes (C-level copies only)."""
+    proto = onnx.ModelProto()
+    proto.CopyFrom(g.model.proto)
+    graph = proto.graph
+    del graph.node[count:]
+    del graph.output[:]
+    declared = set(g.inputs)
+    graph.input.extend(_value_info(n, tp) for n, tp in stops.items() if n not in declared)
+    return _run_inference(proto, names)
+
+
+def _run_inference(proto: onnx.ModelProto, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError) as err:
+        log.info("shape inference failed (%s); trying other ways to type the boundary", err)
+        return {}
+    wanted = set(names)
+    return {v.name: v.type for v in inferred.graph.value_info if v.name in wanted and _has_dtype(v.type)}
+
+
+def _infer_somehow(
+    g: _Graph,
+    names: Sequence[str],
+    stops: Mapping[str, onnx.TypeProto],
+    cut_nodes: Sequence[int] | None,
+    cut_inputs: Sequence[str],
+) -> dict[str, onnx.TypeProto]:
+    """Shape-infer ``names`` on as little of the graph as is cheap to find.
+
+    Outputs of a cut whose inputs are all typed: the cut's own nodes. Otherwise the prefix of the
+    node list up to the last producer (C-level copies; enough when the nodes are sorted), and when
+    that is not enough, the exact upstream region.
+    """
+    if cut_nodes is not None and all(n in stops for n in cut_inputs):
+        reads = {r for i in cut_nodes for r in g.reads(i)}
+        inits = [t for t in g.graph.initializer if t.name in reads]
+        return _inferred_types(g, names, (g.nodes[i] for i in cut_nodes), stops, inits)
+    last = max((g.producer[n] for n in names if n in g.producer), default=-1)
+    found = _inferred_prefix(g, names, last + 1, stops)
+    missing = [n for n in names if n not in found]
+    if missing:
+        region = _ancestors(g, missing, set(stops))
+        nodes = sorted({g.producer[n] for n in region if n in g.producer and n not in stops})
+        inits = [t for t in g.graph.initializer if t.name in region]
+        found |= _inferred_types(g, missing, (g.nodes[i] for i in nodes), stops, inits)
+    return found
+
+
+def _type_boundary(
+    g: _Graph,
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    user: Mapping[str, TensorType],
+    *,
+    observe: bool,
+    output_flag: str = "--outputs",
+    cut_nodes: Sequence[int] | None = None,
+) -> _Typing:
+    """Type every boundary tensor, or raise naming the one that needs a type from the user.
+
+    Order: the user's types, then the model's (value_info, graph inputs/outputs, initializers), then
+    shape inference, then one run in ONNX Runtime. Inference of the outputs starts from the typed
+    inputs, so a type the user gives for an input also types what is computed from it.
+    """
+    names = list(dict.fromkeys([*inputs, *outputs]))
+    types: dict[str, onnx.TypeProto] = {}
+    source: dict[str, str] = {}
+    for name in names:
+        if name in user:
+            types[name], source[name] = user[name].type_proto(), "user"
+    for name, tp in _known_types(g, [n for n in names if n not in types]).items():
+        types[name], source[name] = tp, "model"
+    for group in (inputs, outputs):
+        pending = [n for n in group if n not in types or not _has_shape(types[n])]
+        if not pending:
+            continue
+        stops = {n: types[n] for n in inputs if n in types and n not in pending}
+        for name, tp in _infer_somehow(g, pending, stops, cut_nodes if group is outputs else None, inputs).items():
+            if name not in types or _has_shape(tp):
+                types[name], source[name] = tp, "inference"
+    pending = [n for n in names if n not in types or not _has_shape(types[n])]
+    if pending and observe:
+        for name, tp in _observed_types(g.model, pending).items():
+            types[name], source[name] = tp, "runtime"
+    notes: list[str] = []
+    for name in names:
+        if name not in types:
+            raise _needs_type(g, name, "--inputs" if name in inputs else output_flag, observe=observe)
+        if not _has_shape(types[name]):
+            notes.append(f"the shape of {name!r} is unknown (its dtype is known); it is left unranked")
+    return _Typing(types, source, notes)
+
+
+def _needs_type(g: _Graph, name: str, flag: str, *, observe: bool) -> UsageError:
+    why = "shape inference cannot type it" + (" and ONNX Runtime cannot run the model" if observe else "")
+    return UsageError(
+        f"cannot tell the dtype of {name!r} ({flag}), which {g.producer_label(name)} produces: {why}",
+        hint=f"give its type, e.g. {flag} '{name}:float32:[1,3,224,224]' (dims may be names or ?)",
+    )
+
+
+def _value_info(name: str, tp: onnx.TypeProto, template: onnx.ValueInfoProto | None = None) -> onnx.ValueInfoProto:
+    value = onnx.ValueInfoProto()
+    if template is not None:
+        value.CopyFrom(template)
+    value.name = name
+    value.type.CopyFrom(tp)
+    return value
+
+
+# ---------------------------------------------------------------------------------------- extract
+
+
+def extract(
+    model: Model,
+    /,
+    inputs: Sequence[str] | None = None,
+    outputs: Sequence[str] | None = None,
+    *,
+    check: bool = True,
+    types: Mapping[str, Any] | None = None,
+    observe: bool = True,
+) -> Model:
+    """The submodel that computes ``outputs`` from ``inputs``.
+
+    See ``extract_with_report`` for the arguments; this returns only the model.
+    """
+    return extract_with_report(model, inputs, outputs, check=check, types=types, observe=observe).model
+
+
+def extract_with_report(
+    model: Model,
+    /,
+    inputs: Sequence[str] | None = None,
+    outputs: Sequence[str] | None = None,
+    *,
+    check: bool = True,
+    types: Mapping[str, Any] | None = None,
+    observe: bool = True,
+) -> Extraction:
+    """Extract the submodel that computes ``outputs`` from ``inputs``, and say what it kept.
+
+    Any tensor of the main graph may be an input (graph input, intermediate, initializer) or an
+    output (graph output, intermediate). The result holds exactly the nodes needed, in their
+    original order, with the initializers and outer-scope tensors their If/Loop/Scan bodies read,
+    the value_info of kept tensors and the local functions still used; ir_version, opsets,
+    producer, doc strings and metadata are kept. Requested inputs that are not needed stay inputs
+    and are reported as unused. Weights are not read.
+
+    Args:
+        model: The source model (not modified).
+        inputs: The tensors that become the graph inputs (default: the model's graph inputs,
+            keeping only those needed).
+        outputs: The tensors that become the graph outputs (default: the model's graph outputs).
+        check: Validate the result (onnx.checker and graphkit's checks) before returning it.
+        types: Types for boundary tensors, by name: a ``TensorType``, a dtype name, or a
+            ``(dtype, shape)`` pair. They take precedence over what is inferred.
+        observe: When value_info and shape inference cannot type a boundary tensor, run the source
+            model once in ONNX Runtime on generated inputs to observe it.
+
+    Raises:
+        TensorNotFoundError: A name is not a tensor of the main graph (with "did you mean").
+        OpenCutError: An output cannot be computed from the inputs; names the output, the node
+            and the tensor where the cut leaks, and what to add to the inputs.
+        UsageError: A name is given twice, or a boundary tensor's type cannot be found.
+        InvalidModelError: ``check`` is set and the result fails validation.
+    """
+    g = _Graph(model)
+    user_types = _normalize_types(types)
+    default_inputs = inputs is None
+    wanted_in = list(inputs) if inputs is not None else [n for n in g.inputs if n not in g.initializers]
+    wanted_out = list(outputs) if outputs is not None else list(g.outputs)
+    if not wanted_out:
+        raise UsageError("no outputs to extract", hint="give the tensors to compute with --outputs")
+    _check_names(g, wanted_in, "--inputs")
+    _check_names(g, wanted_out, "--outputs")
+    for name in user_types:
+        if name not in wanted_in and name not in wanted_out:
+            raise UsageError(f"a type is given for {name!r}, which is neither an input nor an output",
+                             hint="give types only for tensors listed in --inputs or --outputs")
+    cut = _cut(g, wanted_in, wanted_out)
+    if cut.missing:
+        raise _open_cut_error(g, wanted_in, wanted_out, cut)
+    if default_inputs:
+        wanted_in = [n for n in wanted_in if n in cut.used_inputs]
+    typing = _type_boundary(g, wanted_in, wanted_out, user_types, observe=observe, cut_nodes=cut.nodes)
+    proto, reordered = _build_extracted(g, cut, wanted_in, wanted_out, typing.types)
+    result = model.derive(proto)
+    if check:
+        check_or_raise(result, what="the extracted model")
+    notes = list(typing.notes)
+    if reordered:
+        notes.append("the source's nodes were not in execution order; the kept nodes were sorted")
+    kept = [g.initializers[n] for n in g.initializers if n in cut.initializers]
+    return Extraction(
+        model=result,
+        nodes=len(proto.graph.node),
+        inputs=tuple(TensorSig.of(v) for v in proto.graph.input),
+        outputs=tuple(TensorSig.of(v) for v in proto.graph.output),
+        unused_inputs=tuple(n for n in wanted_in if n not in cut.used_inputs),
+        initializers=len(proto.graph.initializer),
+        weight_bytes=sum(max(tensor_nbytes(t), 0) for t in kept),
+        functions=tuple(f"{f.domain}::{f.name}" for f in proto.functions),
+        typed_by={n: typing.source.get(n, "model") for n in dict.fromkeys(wanted_in + wanted_out)},
+        notes=tuple(notes),
+    )
+
+
+def _build_extracted(
+    g: _Graph, cut: _Cut, inputs: Sequence[str], outputs: Sequence[str], types: Mapping[str, onnx.TypeProto]
+) -> tuple[onnx.ModelProto, bool]:
+    """The new ModelProto: only the kept parts are copied (weights stay references)."""
+    source = g.model.proto
+    proto = onnx.ModelProto()
+    for name in ("ir_version", "producer_name", "producer_version", "domain", "model_version", "doc_string"):
+        if source.HasField(name):
+            setattr(proto, name, getattr(source, name))
+    proto.opset_import.extend(source.opset_import)
+    proto.metadata_props.extend(source.metadata_props)
+    graph = proto.graph
+    src = g.graph
+    graph.name = src.name
+    if src.doc_string:
+        graph.doc_string = src.doc_string
+    if hasattr(src, "metadata_props"):
+        graph.metadata_props.extend(src.metadata_props)
+    graph.node.extend(g.nodes[i] for i in cut.nodes)
+    graph.initializer.extend(t for t in src.initializer if t.name in cut.initializers)
+    graph.sparse_initializer.extend(s for s in src.sparse_initializer if s.values.name in cut.initializers)
+    originals_in = {v.name: v for v in src.input}
+    originals_out = {v.name: v for v in src.output}
+    for name in inputs:
+        graph.input.append(_value_info(name, types[name], originals_in.get(name)))
+    given = set(inputs)
+    for name in g.inputs:  # overridable defaults (and IR < 4 initializers) stay inputs
+        if name in cut.initializers and name not in given:
+            graph.input.append(originals_in[name])
+    if source.ir_version < 4:
+        listed = {v.name for v in graph.input}
+        for tensor in graph.initializer:
+            if tensor.name not in listed:
+                graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+    for name in outputs:
+        graph.output.append(_value_info(name, types[name], originals_out.get(name) or originals_in.get(name)))
+    boundary = given | set(outputs)
+    kept_tensors = {o for i in cut.nodes for o in g.nodes[i].output if o} | cut.initializers
+    graph.value_info.extend(v for v in src.value_info if v.name in kept_tensors and v.name not in boundary)
+    graph.quantization_annotation.extend(
+        q for q in src.quantization_annotation if q.tensor_name in kept_tensors or q.tensor_name in boundary
+    )
+    proto.functions.extend(_used_functions(source, graph))
+    reordered = not _in_order(g, cut.nodes)
+    if reordered:
+        toposort_proto(proto)
+    return proto, reordered
+
+
+def _used_functions(source: onnx.ModelProto, graph: onnx.GraphProto) -> list[onnx.FunctionProto]:
+    """The local functions that the graph's nodes call, directly, from bodies, or from other functions."""
+    if not source.functions:
+        return []
+    table = {(f.domain, f.name, getattr(f, "overload", "")): f for f in source.functions}
+    used: set[tuple[str, str, str]] = set()
+    stack: list[onnx.NodeProto] = [n for sub, _ in iter_graphs(graph) for n in sub.node]
+    while stack:
+        node = stack.pop()
+        key = (node.domain, node.op_type, getattr(node, "overload", ""))
+        if key in table and key not in used:
+            used.add(key)
+            func = table[key]
+            stack.extend(func.node)
+            for inner in func.node:
+                for sub in subgraphs(inner):
+                    stack.extend(n for s, _ in iter_graphs(sub) for n in s.node)
+        for sub in subgraphs(node):
+            stack.extend(sub.node)
+    return [f for f in source.functions if (f.domain, f.name, getattr(f, "overload", "")) in used]
+
+
+def _in_order(g: _Graph, nodes: Sequence[int]) -> bool:
+    """Whether the kept nodes, in source order, read only what an earlier kept node (or no node) makes."""
+    kept = set(nodes)
+    for i in nodes:
+        for name in g.reads(i):
+            p = g.producer.get(name)
+            if p is not None and p in kept and p >= i:
+                return False
+    return True
+
+
+# ----------------------------------------------------------------------------------------- expose
+
+
+def expose(
+    model: Model,
+    /,
+    tensors: Sequence[str] = (),
+    *,
+    op_types: Sequence[str] = (),
+    all_tensors: bool = False,
+    check: bool = True,
+    types: Mapping[str, Any] | None = None,
+    observe: bool = True,
+) -> Model:
+    """The model with intermediate tensors added as graph outputs; see ``expose_with_report``."""
+    return expose_with_report(
+        model, tensors, op_types=op_types, all_tensors=all_tensors, check=check, types=types, observe=observe
+    ).model
+
+
+def expose_with_report(
+    model: Model,
+    /,
+    tensors: Sequence[str] = (),
+    *,
+    op_types: Sequence[str] = (),
+    all_tensors: bool = False,
+    check: bool = True,
+    types: Mapping[str, Any] | None = None,
+    observe: bool = True,
+) -> Exposure:
+    """Add tensors of the main graph as graph outputs, typed, touching nothing else.
+
+    Args:
+        model: The source model (not modified).
+        tensors: Names of the tensors to expose.
+        op_types: Also expose every output of the main graph's nodes of these op types.
+        all_tensors: Expose every node output of the main graph.
+        check: Validate the result before returning it.
+        types: Types for the exposed tensors, by name (see ``extract_with_report``).
+        observe: Let ONNX Runtime observe types that shape inference cannot tell.
+
+    Raises:
+        TensorNotFoundError: A name is not a tensor of the main graph, or lives inside a subgraph
+            body (ONNX graphs cannot output those).
+        NameNotFoundError: An op type that no node of the main graph has.
+        UsageError: Nothing to expose, or a type cannot be found.
+        InvalidModelError: ``check`` is set and the result fails validation.
+    """
+    g = _Graph(model)
+    names = _select(g, tensors, op_types, all_tensors)
+    present = set(g.outputs)
+    already = tuple(n for n in names if n in present)
+    new = [n for n in names if n not in present]
+    user_types = _normalize_types(types)
+    typing = _type_boundary(g, [], new, user_types, observe=observe, output_flag="--tensors")
+    proto = onnx.ModelProto()
+    proto.CopyFrom(model.proto)
+    templates = {v.name: v for v in model.graph.value_info}
+    for name in new:
+        proto.graph.output.append(_value_info(name, typing.types[name], templates.get(name)))
+    result = model.derive(proto)
+    if check:
+        check_or_raise(result, what="the model with exposed tensors")
+    return Exposure(
+        model=result,
+        added=tuple(TensorSig.of(v) for v in proto.graph.output[len(g.outputs):]),
+        already_outputs=already,
+        typed_by={n: typing.source.get(n, "model") for n in new},
+        notes=tuple(typing.notes),
+    )
+
+
+def _select(g: _Graph, tensors: Sequence[str], op_types: Sequence[str], all_tensors: bool) -> list[str]:
+    _check_tensor_names(g, tensors)
+    chosen: dict[str, None] = dict.fromkeys(tensors)
+    present_ops = {n.op_type for n in g.nodes}
+    for op in op_types:
+        if op not in present_ops:
+            raise not_found(NameNotFoundError, "node of op type", op, sorted(present_ops), where=g.model.name)
+    wanted_ops = set(op_types)
+    for node in g.nodes:
+        if all_tensors or node.op_type in wanted_ops:
+            chosen.update(dict.fromkeys(o for o in node.output if o))
+    if not chosen:
+        raise UsageError("nothing to expose", hint="name tensors with --tensors, or use --all or --op-types")
+    return list(chosen)
+
+
+def _check_tensor_names(g: _Graph, names: Sequence[str]) -> None:
+    for name in names:
+        if g.defines(name):
+            continue
+        body = _inside_subgraph(g, name)
+        if body is not None:
+            holder, outs = body
+            raise TensorNotFoundError(
+                f"{name!r} is a tensor inside a body of {holder} in {g.model.name}: ONNX graphs cannot "
+                "output tensors of If/Loop/Scan bodies",
+                hint=f"expose the outputs of {holder} instead ({', '.join(repr(o) for o in outs)})",
+            )
+        suggestion = did_you_mean(name, g.all_names())
+        raise TensorNotFoundError(
+            f"no tensor named {name!r} in {g.model.name}",
+            hint=suggestion or "run 'python -m graphkit inspect' to list the names",
+        )

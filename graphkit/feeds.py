@@ -1,0 +1,263 @@
+"""Input values from files: ``.npy``, ``.npz`` and ONNX TensorProto ``.pb`` (ONNX's own test-data format).
+
+Also the parsers of the feed flags (``NAME=FILE``, ``NAME=1x3x20x20``, ``NAME=lo,hi``) and the atomic
+writer of output arrays (``--save out.npz``). No onnxruntime here: reading values needs numpy and onnx only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zipfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import numpy_helper
+
+from graphkit.errors import FeedError, UsageError, did_you_mean
+from graphkit.io import atomic_output
+
+__all__ = [
+    "FeedFile",
+    "load_feed_file",
+    "load_feeds",
+    "parse_named",
+    "parse_range",
+    "parse_shape",
+    "read_tensor_file",
+    "resolve_feeds",
+    "save_arrays",
+]
+
+FORMATS = (".npy", ".npz", ".pb")
+_TEST_DATA_NAME = re.compile(r"^input_(\d+)$")
+
+
+@dataclass(frozen=True)
+class FeedFile:
+    """One array read from a file, with the input name it is for (None: not known yet).
+
+    Attributes:
+        name: The input it feeds, from ``NAME=FILE``, the ``.npz`` key or the TensorProto's name.
+        value: The array.
+        source: Where it came from, for messages (``file.npz[key]``).
+        stem: The file's stem, used to guess the input when no name is known.
+        path: The file.
+    """
+
+    name: str | None
+    value: np.ndarray
+    source: str
+    stem: str
+    path: str = ""
+
+
+def load_feed_file(path: str | os.PathLike[str], name: str | None = None) -> list[FeedFile]:
+    """Read the arrays of one feed file.
+
+    Args:
+        path: A ``.npy``, ``.npz`` or TensorProto ``.pb`` file.
+        name: The input the file feeds (``NAME=FILE``). For an ``.npz`` with several arrays it picks
+            the array stored under that key.
+
+    Raises:
+        FeedError: The file is missing, unreadable, of an unknown format, or does not hold ``name``.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise FeedError(f"no such feed file: {file}", hint="check the path given to --input")
+    suffix = file.suffix.lower()
+    if suffix == ".npy":
+        return [FeedFile(name, _read_npy(file), str(file), file.stem, str(file))]
+    if suffix == ".npz":
+        return _read_npz(file, name)
+    if suffix == ".pb":
+        tensor = read_tensor_file(file)
+        return [FeedFile(name or tensor.name or None, _tensor_to_array(tensor, file), str(file), file.stem, str(file))]
+    raise FeedError(
+        f"cannot read feed file {file}: unknown format {suffix or '(no suffix)'!r}",
+        hint="give a .npy, .npz or ONNX TensorProto .pb file",
+    )
+
+
+def _read_npy(file: Path) -> np.ndarray:
+    try:
+        value = np.load(file, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:
+        raise FeedError(f"cannot read {file} as .npy: {err}", hint="write it with numpy.save") from err
+    if not isinstance(value, np.ndarray):
+        raise FeedError(f"{file} does not hold a numpy array", hint="write it with numpy.save")
+    return value
+
+
+def _read_npz(file: Path, name: str | None) -> list[FeedFile]:
+    try:
+        with np.load(file, allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
+        raise FeedError(f"cannot read {file} as .npz: {err}", hint="write it with numpy.savez") from err
+    if not arrays:
+        raise FeedError(f"{file} holds no arrays", hint="write the inputs with numpy.savez(file, name=value)")
+    if name is None:
+        return [FeedFile(key, value, f"{file}[{key}]", file.stem, str(file)) for key, value in arrays.items()]
+    if name in arrays:
+        return [FeedFile(name, arrays[name], f"{file}[{name}]", file.stem, str(file))]
+    if len(arrays) == 1:
+        key, value = next(iter(arrays.items()))
+        return [FeedFile(name, value, f"{file}[{key}]", file.stem, str(file))]
+    suggestion = did_you_mean(name, arrays)
+    raise FeedError(
+        f"{file} holds {len(arrays)} arrays ({', '.join(repr(k) for k in arrays)}) and none is named {name!r}",
+        hint=suggestion or f"pass the file without a name (--input {file}) to feed every array by its key",
+    )
+
+
+def read_tensor_file(path: str | os.PathLike[str]) -> onnx.TensorProto:
+    """Parse a serialized ONNX TensorProto (``input_0.pb``, ``output_0.pb``).
+
+    Raises:
+        FeedError: The file is not a TensorProto.
+    """
+    file = Path(path)
+    tensor = onnx.TensorProto()
+    try:
+        tensor.ParseFromString(file.read_bytes())
+    except (DecodeError, RuntimeError, ValueError, OSError) as err:
+        raise FeedError(f"cannot read {file} as an ONNX TensorProto: {err}", hint="give a .pb written by "
+                        "onnx.numpy_helper.from_array(...).SerializeToString()") from err
+    if not tensor.data_type:
+        raise FeedError(f"{file} is not an ONNX TensorProto (no data type)", hint="give a TensorProto .pb file")
+    return tensor
+
+
+def _tensor_to_array(tensor: onnx.TensorProto, file: Path) -> np.ndarray:
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        raise FeedError(f"{file} keeps its data in an external file", hint="save the value inline, or as .npy")
+    try:
+        return numpy_helper.to_array(tensor)
+    except (ValueError, TypeError) as err:
+        raise FeedError(f"cannot decode the tensor in {file}: {err}", hint="the file is corrupted") from err
+
+
+def load_feeds(specs: Iterable[str]) -> list[FeedFile]:
+    """Read every ``--input`` value: ``NAME=FILE`` or ``FILE`` (an ``.npz`` then feeds all its arrays).
+
+    Raises:
+        FeedError: A file is missing or unreadable.
+    """
+    found: list[FeedFile] = []
+    for spec in specs:
+        name, path = _split_input_spec(spec)
+        found.extend(load_feed_file(path, name))
+    return found
+
+
+def _split_input_spec(spec: str) -> tuple[str | None, str]:
+    if "=" not in spec or Path(spec).exists():
+        return None, spec
+    name, _, path = spec.partition("=")
+    return (name or None), path
+
+
+def resolve_feeds(files: Sequence[FeedFile], input_names: Sequence[str], *, where: str = "the model") -> dict[str, np.ndarray]:
+    """Assign each array to an input name.
+
+    A nameless array goes to the input named like its file's stem, to input K for ONNX test data
+    (``input_K.pb``), or to the only input of a one-input model.
+
+    Raises:
+        FeedError: An array's input cannot be told, or two arrays feed the same input.
+    """
+    result: dict[str, np.ndarray] = {}
+    origin: dict[str, str] = {}
+    for item in files:
+        name = item.name or _guess_name(item, input_names, where)
+        if name in result:
+            raise FeedError(
+                f"input {name!r} is fed twice: by {origin[name]} and by {item.source}",
+                hint="give each input once",
+            )
+        result[name] = item.value
+        origin[name] = item.source
+    return result
+
+
+def _guess_name(item: FeedFile, input_names: Sequence[str], where: str) -> str:
+    if item.stem in input_names:
+        return item.stem
+    match = _TEST_DATA_NAME.match(item.stem)
+    if match and int(match.group(1)) < len(input_names):
+        return input_names[int(match.group(1))]
+    if len(input_names) == 1:
+        return input_names[0]
+    raise FeedError(
+        f"cannot tell which input of {where} {item.source} feeds (its inputs: "
+        + ", ".join(repr(n) for n in input_names) + ")",
+        hint=f"write NAME={item.source}",
+    )
+
+
+# ---------------------------------------------------------------------------------- flag parsing
+
+
+def parse_named(text: str, flag: str) -> tuple[str | None, str]:
+    """Split ``NAME=VALUE`` at its last ``=`` (names may contain ``=``, values do not); no ``=``: (None, text)."""
+    if "=" not in text:
+        return None, text
+    name, _, value = text.rpartition("=")
+    if not value:
+        raise UsageError(f"{flag} {text!r} has no value after '='", hint=f"write {flag} NAME=VALUE")
+    return (name or None), value
+
+
+def parse_shape(text: str, flag: str = "--shape") -> tuple[str | None, tuple[int, ...]]:
+    """``NAME=1x3x20x20`` (or ``1,3,20,20``; ``NAME=`` optional for one-input models) → (name, shape).
+
+    Raises:
+        UsageError: The dims are not non-negative integers.
+    """
+    name, value = parse_named(text, flag)
+    parts = [p for p in re.split(r"[x,×]", value.strip().strip("[]()")) if p.strip()] if value.strip("[]() ") else []
+    try:
+        dims = tuple(int(p) for p in parts)
+    except ValueError as err:
+        raise UsageError(f"{flag} {text!r}: dims must be integers", hint=f"write {flag} NAME=1x3x224x224") from err
+    if any(d < 0 for d in dims):
+        raise UsageError(f"{flag} {text!r}: dims must not be negative", hint=f"write {flag} NAME=1x3x224x224")
+    return name, dims
+
+
+def parse_range(text: str, flag: str = "--range") -> tuple[str | None, tuple[float, float]]:
+    """``NAME=lo,hi`` → (name, (lo, hi)).
+
+    Raises:
+        UsageError: Not two numbers with lo < hi.
+    """
+    name, value = parse_named(text, flag)
+    parts = value.split(",")
+    try:
+        lo, hi = (float(p) for p in parts)
+    except ValueError as err:
+        raise UsageError(f"{flag} {text!r}: expected two numbers lo,hi", hint=f"write {flag} NAME=-1,1") from err
+    if not lo < hi:
+        raise UsageError(f"{flag} {text!r}: lo must be below hi", hint=f"write {flag} NAME=-1,1")
+    return name, (lo, hi)
+
+
+def save_arrays(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> Path:
+    """Write arrays to an ``.npz`` atomically, keyed by tensor name.
+
+    Raises:
+        UsageError: The path does not end in ``.npz``.
+        WriteError: The file cannot be written.
+    """
+    dest = Path(path)
+    if dest.suffix.lower() != ".npz":
+        raise UsageError(f"cannot save to {dest}: outputs are saved as .npz", hint="give a path ending in .npz")
+    with atomic_output(dest) as tmp, open(tmp, "wb") as handle:
+        np.savez(handle, **{name: np.asarray(value) for name, value in arrays.items()})  # type: ignore[arg-type]
+    return dest

@@ -1,0 +1,874 @@
+"""Split a model into fragments that partition its nodes, write them with a manifest, read them back.
+
+A fragment is a run of nodes in execution order, made a model of its own: its inputs are the tensors
+it reads that it does not compute (graph inputs, or outputs of earlier fragments — also ones that
+skip over a fragment), its outputs the tensors it computes that later fragments or the graph's
+outputs need. Nodes with If/Loop/Scan bodies stay whole; the outer tensors their bodies read count
+as the node's reads. Weights go with the fragments that read them (a shared weight goes into each).
+
+Cuts given by name (``at``) are "everything still needed to compute this tensor": fragment *k*
+holds the nodes that tensor *k* depends on and no earlier fragment holds; the last fragment holds
+the rest. ``parts=N`` picks N-1 cut points itself, balancing node counts (or weight bytes) and
+preferring points where a single tensor crosses.
+
+Structure only: no weight is read here (types of boundary tensors come from value_info or shape
+inference; only if both fail is the model run once to observe them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from graphkit import io
+from graphkit.errors import (
+    CorruptModelError,
+    GraphkitError,
+    InvalidModelError,
+    ModelNotFoundError,
+    TensorNotFoundError,
+    UsageError,
+    WriteError,
+    not_found,
+)
+from graphkit.graph import GraphIndex, node_label, subgraphs
+from graphkit.model import Model, is_external, iter_graphs, iter_tensors
+from graphkit.summary import TensorSig
+from graphkit.validate import check_or_raise
+
+__all__ = ["MANIFEST", "Fragment", "Port", "Split", "load_split", "split", "write_split"]
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+FORMAT = "graphkit.split"
+VERSION = 1
+BALANCES = ("nodes", "weights")
+#: How far (as a share of one part) a cut may move from its balanced position to find fewer crossing tensors.
+_WINDOW = 0.25
+#: Weights up to this many bytes stay in the model given to shape inference (shape constants live there).
+_SMALL_WEIGHT = 4096
+
+
+# ------------------------------------------------------------------------------------------ results
+
+
+@dataclass(frozen=True)
+class Port:
+    """A tensor crossing a fragment boundary (or a graph input/output).
+
+    Attributes:
+        name: The tensor.
+        dtype: Its dtype name ("float32").
+        shape: Its dims: ints, names, or None when unknown; None when the rank is unknown.
+        source: For inputs, the index of the fragment computing it (None: a graph input).
+            For outputs, the fragment itself.
+        to: For outputs, the later fragments reading it.
+        graph_output: For outputs, whether it is an output of the whole model.
+    """
+
+    name: str
+    dtype: str
+    shape: list[int | str | None] | None
+    source: int | None = None
+    to: tuple[int, ...] = ()
+    graph_output: bool = False
+
+    def input_dict(self) -> dict[str, Any]:
+        """The manifest entry of an input."""
+        origin: str | int = "graph input" if self.source is None else self.source
+        return {"name": self.name, "dtype": self.dtype, "shape": self.shape, "from": origin}
+
+    def output_dict(self) -> dict[str, Any]:
+        """The manifest entry of an output."""
+        return {"name": self.name, "dtype": self.dtype, "shape": self.shape, "to": list(self.to),
+                "graph_output": self.graph_output}
+
+    def shape_text(self) -> str:
+        """``[1, 3, 'batch', ?]`` style."""
+        return TensorSig(self.name, self.dtype, self.shape).shape_text()
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """One fragment: a model and where its inputs come from.
+
+    Attributes:
+        index: Position in execution order.
+        model: The fragment as a model (reads its weights where the source does, until written).
+        nodes: Its node count.
+        weight_bytes: Bytes of the weights it holds.
+        inputs: Its inputs, each with the fragment it comes from.
+        outputs: Its outputs, each with the fragments that read it.
+        first_node: Label of its first node.
+        last_node: Label of its last node.
+        file: Its file name in the split folder, once written or loaded.
+        data_file: The file holding its external weights, if any.
+        sha256: The sha256 of ``file``.
+    """
+
+    index: int
+    model: Model
+    nodes: int
+    weight_bytes: int
+    inputs: tuple[Port, ...]
+    outputs: tuple[Port, ...]
+    first_node: str
+    last_node: str
+    file: str | None = None
+    data_file: str | None = None
+    sha256: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest entry (file fields only once written)."""
+        files = {"file": self.file, "data": self.data_file, "sha256": self.sha256} if self.file else {}
+        return {
+            "index": self.index,
+            **files,
+            "nodes": self.nodes,
+            "weight_bytes": self.weight_bytes,
+            "first_node": self.first_node,
+            "last_node": self.last_node,
+            "inputs": [p.input_dict() for p in self.inputs],
+            "outputs": [p.output_dict() for p in self.outputs],
+        }
+
+
+@dataclass(frozen=True)
+class Split:
+    """Fragments in execution order, with the whole model's signature and where it came from.
+
+    Iterating, ``len`` and indexing go over the fragments.
+
+    Attributes:
+        fragments: The fragments, in order.
+        inputs: The whole model's graph inputs.
+        outputs: The whole model's graph outputs (``source`` = the fragment computing each).
+        cuts: For each boundary, the tensors crossing it.
+        method: How the cuts were chosen ({"at": [...]} or {"parts": N, "balance": ...}).
+        source: The whole model, when split in this process.
+        source_path: The source model's file, if known.
+        source_sha256: The source model file's sha256, if known.
+        folder: The split folder, once written or loaded.
+    """
+
+    fragments: tuple[Fragment, ...]
+    inputs: tuple[Port, ...]
+    outputs: tuple[Port, ...]
+    cuts: tuple[tuple[str, ...], ...]
+    method: dict[str, Any]
+    source: Model | None = field(default=None, repr=False)
+    source_path: Path | None = None
+    source_sha256: str | None = None
+    folder: Path | None = None
+
+    def __len__(self) -> int:
+        return len(self.fragments)
+
+    def __iter__(self) -> Iterator[Fragment]:
+        return iter(self.fragments)
+
+    def __getitem__(self, i: int) -> Fragment:
+        return self.fragments[i]
+
+    def find_source(self) -> tuple[Model | None, str]:
+        """The whole model if it is at hand and unchanged, and a sentence saying which or why not."""
+        if self.source is not None:
+            return self.source, f"compared with {self.source.name}"
+        if self.source_path is None:
+            return None, "no source model recorded"
+        if not self.source_path.is_file():
+            return None, f"source model {self.source_path} is not at hand"
+        if self.source_sha256 and _sha256(self.source_path) != self.source_sha256:
+            return None, f"source model {self.source_path} changed since the split (sha256 differs)"
+        return io.load(self.source_path), f"compared with {self.source_path}"
+
+    def source_model(self) -> Model | None:
+        """The whole model if it is at hand and unchanged, else None."""
+        model, why = self.find_source()
+        if model is None:
+            log.info("not comparing with the whole model: %s", why)
+        return model
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest: format, source, inputs, outputs, fragments in order, cuts."""
+        fragments = [f.to_dict() for f in self.fragments]
+        source: dict[str, Any] = {"path": str(self.source_path) if self.source_path else None,
+                                  "sha256": self.source_sha256}
+        if self.folder is not None and self.source_path is not None:
+            with contextlib.suppress(ValueError):
+                source["relative_path"] = os.path.relpath(self.source_path, self.folder)
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "source": source,
+            "method": self.method,
+            "inputs": [{"name": p.name, "dtype": p.dtype, "shape": p.shape} for p in self.inputs],
+            "outputs": [{"name": p.name, "dtype": p.dtype, "shape": p.shape, "from": _origin(p.source)}
+                        for p in self.outputs],
+            "cuts": [list(c) for c in self.cuts],
+            "fragments": fragments,
+        }
+
+
+def _origin(source: int | None) -> str | int:
+    return "graph input" if source is None else source
+
+
+# ------------------------------------------------------------------------------------------- split
+
+
+def split(
+    model: Model,
+    /,
+    at: Sequence[str] | None = None,
+    *,
+    parts: int | None = None,
+    balance: str = "nodes",
+    check: bool = True,
+) -> Split:
+    """Split a model into fragments that partition its nodes, in execution order.
+
+    Args:
+        model: The model (not modified; weights are not read).
+        at: Cut tensors, in execution order: fragment k computes everything tensor k needs that no
+            earlier fragment computes; the last fragment computes the rest.
+        parts: Instead of ``at``: the number of fragments, cut at balanced points.
+        balance: With ``parts``: balance "nodes" (node count) or "weights" (weight bytes).
+        check: Validate every fragment (onnx.checker and structural checks).
+
+    Returns:
+        A Split; its fragments read their weights from the source's folder until written.
+
+    Raises:
+        UsageError: Neither or both of ``at`` and ``parts``; a cut that is a graph input or computes
+            nothing new; nothing left after the last cut; more parts than nodes.
+        TensorNotFoundError: A cut names no tensor of the main graph.
+        CycleError: The graph has a cycle.
+        InvalidModelError: A fragment fails validation, or a boundary tensor's type cannot be told.
+    """
+    if (at is None) == (parts is None):
+        raise UsageError("give either cut tensors (at / --at) or a number of parts (parts / --parts)",
+                         hint="e.g. --at /convs1/convs1.2/Conv_output_0, or --parts 3")
+    index = GraphIndex(model.graph)
+    order = index.topological_order()
+    if not order:
+        raise UsageError(f"{model.name} has no nodes to split", hint="nothing to do")
+    if at is not None:
+        groups = _groups_at(model, index, order, list(at))
+        method: dict[str, Any] = {"at": list(at)}
+    else:
+        assert parts is not None
+        groups = _groups_parts(model, index, order, parts, balance)
+        method = {"parts": parts, "balance": balance}
+    return _build(model, index, groups, method, check=check)
+
+
+def _groups_at(model: Model, index: GraphIndex, order: list[int], cuts: list[str]) -> list[list[int]]:
+    rank = {node: pos for pos, node in enumerate(order)}
+    deps = index.dependencies()
+    seen: set[str] = set()
+    taken: dict[int, int] = {}
+    groups: list[list[int]] = []
+    for k, name in enumerate(cuts):
+        _check_cut(model, index, name, seen)
+        seen.add(name)
+        needed = _ancestors(index.producer[name], deps) - set(taken)
+        if not needed:
+            earlier = cuts[taken[index.producer[name]]]
+            raise UsageError(
+                f"cut {name!r} computes nothing new: the fragment cut at {earlier!r} already computes it",
+                hint="list the cuts in execution order, each after the one before",
+            )
+        groups.append(sorted(needed, key=rank.__getitem__))
+        taken.update(dict.fromkeys(needed, k))
+    rest = [n for n in order if n not in taken]
+    if not rest:
+        raise UsageError(
+            f"nothing is left after the last cut {cuts[-1]!r}: it already needs every node of {model.name}",
+            hint="remove the last cut (its fragment already computes the outputs)",
+        )
+    groups.append(rest)
+    return groups
+
+
+def _check_cut(model: Model, index: GraphIndex, name: str, seen: set[str]) -> None:
+    if name in seen:
+        raise UsageError(f"cut {name!r} is given twice", hint="give each cut once")
+    if name in index.producer:
+        return
+    if name in set(index.inputs) or name in index.initializers:
+        kind = "graph input" if name in set(index.inputs) else "initializer"
+        raise UsageError(f"cannot cut at {name!r}: it is a {kind} of {model.name}, so no node computes it",
+                         hint="cut at a tensor a node computes (python -m graphkit inspect lists the names)")
+    owner = _subgraph_owner(model.graph, name)
+    if owner is not None:
+        raise UsageError(
+            f"cannot cut at {name!r}: it lives inside the body of {owner}, which runs as one node",
+            hint="cut at that node's output instead",
+        )
+    raise not_found(TensorNotFoundError, "tensor", name, index.producer, where=model.name)
+
+
+def _subgraph_owner(graph: onnx.GraphProto, name: str) -> str | None:
+    for i, node in enumerate(graph.node):
+        for body in subgraphs(node):
+            for sub, _ in iter_graphs(body):
+                if any(name in n.output for n in sub.node) or name in {v.name for v in sub.input}:
+                    return node_label(node, i)
+    return None
+
+
+def _ancestors(start: int, deps: Sequence[Sequence[int]]) -> set[int]:
+    found = {start}
+    stack = [start]
+    while stack:
+        for dep in deps[stack.pop()]:
+            if dep not in found:
+                found.add(dep)
+                stack.append(dep)
+    return found
+
+
+# ------------------------------------------------------------------------------- balanced cut points
+
+
+def _groups_parts(model: Model, index: GraphIndex, order: list[int], parts: int, balance: str) -> list[list[int]]:
+    if balance not in BALANCES:
+        raise UsageError(f"unknown balance {balance!r}", hint="use 'nodes' or 'weights'")
+    if parts < 1:
+        raise UsageError(f"cannot split into {parts} parts", hint="give --parts 1 or more")
+    if parts > len(order):
+        raise UsageError(f"cannot split {model.name} into {parts} parts: it has only {len(order)} nodes",
+                         hint=f"give --parts {len(order)} or fewer")
+    seq = _compact_order(index, order)
+    weights = _node_weights(model, index, seq, balance)
+    crossing = _crossing_counts(index, seq)
+    bounds = _choose_bounds(weights, crossing, parts)
+    groups, start = [], 0
+    for end in [*bounds, len(seq) - 1]:
+        groups.append(seq[start : end + 1])
+        start = end + 1
+    rank = {node: pos for pos, node in enumerate(order)}
+    return [sorted(g, key=rank.__getitem__) for g in groups]
+
+
+def _compact_order(index: GraphIndex, order: list[int]) -> list[int]:
+    """An execution order that computes each node just before it is first needed (depth-first from
+    the outputs), so constants and weight-producing nodes sit next to their readers."""
+    deps = [list(dict.fromkeys(index.producer[n] for n in reads if n in index.producer)) for reads in index.node_reads]
+    roots = [index.producer[o] for o in index.outputs if o in index.producer]
+    rank = {node: pos for pos, node in enumerate(order)}
+    roots += sorted((n for n in order), key=rank.__getitem__)
+    visited: set[int] = set()
+    seq: list[int] = []
+    for root in roots:
+        if root in visited:
+            continue
+        visited.add(root)
+        stack: list[tuple[int, Iterator[int]]] = [(root, iter(deps[root]))]
+        while stack:
+            node, pending = stack[-1]
+            child = next((d for d in pending if d not in visited), None)
+            if child is None:
+                stack.pop()
+                seq.append(node)
+            else:
+                visited.add(child)
+                stack.append((child, iter(deps[child])))
+    return seq
+
+
+def _node_weights(model: Model, index: GraphIndex, seq: list[int], balance: str) -> list[float]:
+    if balance == "nodes":
+        return [1.0] * len(seq)
+    counted: set[str] = set()
+    weights: list[float] = []
+    for node_id in seq:
+        total = 0
+        node = model.graph.node[node_id]
+        for name in index.node_reads[node_id]:
+            if name in index.initializers and name not in counted:
+                counted.add(name)
+                total += max(io.tensor_nbytes(index.initializers[name]), 0)
+        holder = onnx.GraphProto()
+        holder.node.append(node)
+        for sub, _ in iter_graphs(holder):
+            total += sum(max(io.tensor_nbytes(t), 0) for t in sub.initializer)
+        total += sum(max(io.tensor_nbytes(a.t), 0) for a in node.attribute if a.type == onnx.AttributeProto.TENSOR)
+        weights.append(float(total))
+    if sum(weights) == 0:
+        log.info("the model has no weights: balancing by node count")
+        return [1.0] * len(seq)
+    # every node costs a little, so weightless stretches still spread out
+    floor = sum(weights) / len(weights) * 1e-3
+    return [w + floor for w in weights]
+
+
+def _crossing_counts(index: GraphIndex, seq: list[int]) -> list[int]:
+    """For each boundary after position p, how many computed tensors cross it."""
+    pos = {node: p for p, node in enumerate(seq)}
+    delta = [0] * (len(seq) + 1)
+    for name, producer in index.producer.items():
+        readers = [pos[c] for c in index.consumers.get(name, ())]
+        if not readers:
+            continue
+        first, last = pos[producer], max(readers)
+        if last > first:
+            delta[first] += 1
+            delta[last] -= 1
+    counts, running = [], 0
+    for p in range(len(seq) - 1):
+        running += delta[p]
+        counts.append(running)
+    return counts
+
+
+def _choose_bounds(weights: list[float], crossing: list[int], parts: int) -> list[int]:
+    """Positions p (cut after node p), one per boundary: near the balanced point, fewest crossings."""
+    total = sum(weights)
+    cumulative, running = [], 0.0
+    for w in weights:
+        running += w
+        cumulative.append(running)
+    n = len(weights)
+    bounds: list[int] = []
+    for k in range(1, parts):
+        target = total * k / parts
+        low = (bounds[-1] + 1) if bounds else 0
+        high = n - 1 - (parts - k)  # leave one node for each later part
+        candidates = range(low, high + 1)
+        window = [p for p in candidates if abs(cumulative[p] - target) <= _WINDOW * total / parts]
+        pool = window or list(candidates)
+        best = min(pool, key=lambda p: (crossing[p] if window else 0, abs(cumulative[p] - target), p))
+        bounds.append(best)
+    return bounds
+
+
+# ------------------------------------------------------------------------------------- fragments
+
+
+def _build(model: Model, index: GraphIndex, groups: list[list[int]], method: dict[str, Any], *, check: bool) -> Split:
+    where = {node: i for i, group in enumerate(groups) for node in group}
+    outputs_set = set(index.outputs)
+    plans = []
+    for i, group in enumerate(groups):
+        ins, inits, outs = _boundary(model, index, group, i, where, outputs_set)
+        plans.append((ins, inits, outs))
+    boundary_names = {n for ins, _, outs in plans for n in [*ins, *outs]} | set(index.inputs) | outputs_set
+    types = _types(model, index, boundary_names)
+    fragments = []
+    for i, (group, (ins, inits, outs)) in enumerate(zip(groups, plans)):
+        proto = _fragment_proto(model, index, group, i, len(groups), ins, inits, outs, types)
+        fragment_model = Model(proto, model.base_dir, None)
+        if check:
+            check_or_raise(fragment_model, what=f"fragment {i} of {model.name}")
+        fragments.append(_fragment(i, fragment_model, group, index, ins, outs, types, where))
+    inputs = tuple(_port(types, n) for n in index.inputs if n not in index.initializers)
+    graph_outputs = tuple(
+        Port(n, *_sig(types, n), source=where.get(index.producer[n]) if n in index.producer else None)
+        for n in index.outputs
+    )
+    cuts = tuple(tuple(n for n in plans[i][2] if any(where[c] > i for c in index.consumers.get(n, ())))
+                 for i in range(len(groups) - 1))
+    source_path = model.path.resolve() if model.path is not None else None
+    sha = _sha256(source_path) if source_path is not None and source_path.is_file() else None
+    return Split(tuple(fragments), inputs, graph_outputs, cuts, method, model, source_path, sha)
+
+
+def _boundary(
+    model: Model, index: GraphIndex, group: list[int], i: int, where: dict[int, int], outputs: set[str]
+) -> tuple[list[str], list[str], list[str]]:
+    """A fragment's inputs, the initializers it copies, and its outputs."""
+    produced = {o for n in group for o in model.graph.node[n].output if o}
+    reads: dict[str, None] = {}
+    for n in group:
+        reads.update(dict.fromkeys(index.node_reads[n]))
+    inits = [r for r in reads if r in index.initializers and r not in produced]
+    ins = []
+    graph_inputs = set(index.inputs)
+    for name in reads:
+        if name in produced or name in index.initializers:
+            continue
+        if name not in graph_inputs and name not in index.producer:
+            raise InvalidModelError(
+                f"{model.name}: {name!r} is read but no node, graph input or initializer defines it",
+                hint="run 'python -m graphkit check' on the model",
+            )
+        ins.append(name)
+    outs = []
+    for n in group:
+        for name in model.graph.node[n].output:
+            if not name:
+                continue
+            later = any(where[c] != i for c in index.consumers.get(name, ()))
+            if name in outputs or later:
+                outs.append(name)
+    return ins, inits, outs
+
+
+def _types(model: Model, index: GraphIndex, names: set[str]) -> dict[str, onnx.ValueInfoProto]:
+    """A typed ValueInfoProto for every boundary tensor: value_info, else shape inference, else a run."""
+    typed = {n: v for n, v in index.value_info.items() if _has_type(v)}
+    missing = {n for n in names if n not in typed}
+    if missing:
+        typed.update({n: v for n, v in _inferred(model).items() if n in missing and _has_type(v)})
+        missing -= set(typed)
+    if missing:
+        typed.update(_observed(model, sorted(missing)))
+    return typed
+
+
+def _has_type(value: onnx.ValueInfoProto) -> bool:
+    kind = value.type.WhichOneof("value")
+    if kind == "tensor_type":  # graph inputs and outputs need a dtype and a rank
+        return value.type.tensor_type.elem_type != 0 and value.type.tensor_type.HasField("shape")
+    return kind is not None
+
+
+def _inferred(model: Model) -> dict[str, onnx.ValueInfoProto]:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(_structure(model.proto), strict_mode=False, data_prop=True)
+    except (onnx.shape_inference.InferenceError, ValueError, RuntimeError) as err:
+        log.info("shape inference failed on %s: %s", model.name, err)
+        return {}
+    found = {v.name: v for v in inferred.graph.value_info}
+    found.update({v.name: v for v in inferred.graph.output})
+    return found
+
+
+def _structure(src: onnx.ModelProto) -> onnx.ModelProto:
+    """The model for shape inference: large inline weights become typed graph inputs (values unread),
+    small ones (shape constants, which inference may need) stay."""
+    proto = onnx.ModelProto()
+    proto.ir_version = src.ir_version
+    proto.opset_import.extend(src.opset_import)
+    proto.functions.extend(src.functions)
+    graph = proto.graph
+    graph.name = src.graph.name
+    graph.node.extend(src.graph.node)
+    graph.input.extend(src.graph.input)
+    graph.output.extend(src.graph.output)
+    graph.value_info.extend(src.graph.value_info)
+    graph.sparse_initializer.extend(src.graph.sparse_initializer)
+    listed = {v.name for v in src.graph.input}
+    for tensor in src.graph.initializer:
+        if io.tensor_nbytes(tensor) <= _SMALL_WEIGHT or is_external(tensor):
+            graph.initializer.append(tensor)
+        elif tensor.name not in listed:
+            graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+    return proto
+
+
+def _observed(model: Model, names: list[str]) -> dict[str, onnx.ValueInfoProto]:
+    """Types of ``names`` seen in one ONNX Runtime run of the model on generated inputs."""
+    from graphkit.run import run
+
+    log.info("running %s once to learn the types of %s", model.name, ", ".join(names))
+    try:
+        values = run(model, outputs=names, opt_level="disable")
+    except GraphkitError as err:
+        raise InvalidModelError(
+            f"cannot tell the dtype of {', '.join(repr(n) for n in names)} in {model.name}: no value_info, "
+            f"shape inference does not know, and running the model failed ({err.message})",
+            hint="cut elsewhere, or add value_info for these tensors (python -m graphkit edit)",
+        ) from err
+    found = {}
+    for name, value in values.items():
+        elem = onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
+        found[name] = onnx.helper.make_tensor_value_info(name, elem, [None] * value.ndim)
+    return found
+
+
+def _sig(types: dict[str, onnx.ValueInfoProto], name: str) -> tuple[str, list[int | str | None] | None]:
+    if name not in types:
+        return "unknown", None
+    sig = TensorSig.of(types[name])
+    return sig.dtype, sig.shape
+
+
+def _port(types: dict[str, onnx.ValueInfoProto], name: str, **extra: Any) -> Port:
+    return Port(name, *_sig(types, name), **extra)
+
+
+def _fragment_proto(
+    model: Model, index: GraphIndex, group: list[int], i: int, count: int, ins: list[str], inits: list[str],
+    outs: list[str], types: dict[str, onnx.ValueInfoProto],
+) -> onnx.ModelProto:
+    src = model.proto
+    proto = onnx.ModelProto()
+    proto.ir_version = src.ir_version
+    proto.opset_import.extend(src.opset_import)
+    proto.producer_name = src.producer_name
+    proto.producer_version = src.producer_version
+    proto.domain = src.domain
+    proto.model_version = src.model_version
+    proto.functions.extend(src.functions)
+    onnx.helper.set_model_props(proto, {**{p.key: p.value for p in src.metadata_props},
+                                        "graphkit.split": f"fragment {i} of {count} of {model.name}"})
+    graph = proto.graph
+    graph.name = f"{src.graph.name or 'graph'}_part{i}"
+    graph.node.extend(model.graph.node[n] for n in group)
+    sparse = {s.values.name: s for s in model.graph.sparse_initializer}
+    for name in inits:
+        if name in sparse:
+            graph.sparse_initializer.append(sparse[name])
+        else:
+            graph.initializer.append(index.initializers[name])
+    input_entries = {v.name: v for v in model.graph.input}
+    for name in ins:
+        graph.input.append(_typed(types, name, model))
+    graph.input.extend(input_entries[n] for n in inits if n in input_entries)  # overridable defaults
+    for name in outs:
+        graph.output.append(_typed(types, name, model))
+    boundary = set(ins) | set(outs)
+    produced = {o for n in group for o in model.graph.node[n].output}
+    graph.value_info.extend(v for v in model.graph.value_info if v.name in produced and v.name not in boundary)
+    return proto
+
+
+def _typed(types: dict[str, onnx.ValueInfoProto], name: str, model: Model) -> onnx.ValueInfoProto:
+    if name not in types:
+        raise InvalidModelError(f"cannot tell the type of {name!r} in {model.name}",
+                                hint="add value_info for it, or cut elsewhere")
+    value = onnx.ValueInfoProto()
+    value.CopyFrom(types[name])
+    value.name = name
+    return value
+
+
+def _fragment(
+    i: int, model: Model, group: list[int], index: GraphIndex, ins: list[str], outs: list[str],
+    types: dict[str, onnx.ValueInfoProto], where: dict[int, int],
+) -> Fragment:
+    src_nodes = index.graph.node
+    inputs = tuple(_port(types, n, source=where[index.producer[n]] if n in index.producer else None) for n in ins)
+    outputs = tuple(
+        _port(types, n, to=tuple(sorted({where[c] for c in index.consumers.get(n, ()) if where[c] != i})),
+              graph_output=n in set(index.outputs))
+        for n in outs
+    )
+    weight = sum(max(io.tensor_nbytes(t), 0) for t, _ in iter_tensors(model.proto))
+    return Fragment(i, model, len(group), weight, inputs, outputs, node_label(src_nodes[group[0]], group[0]),
+                    node_label(src_nodes[group[-1]], group[-1]))
+
+
+# -------------------------------------------------------------------------------- write and load
+
+
+def write_split(
+    result: Split,
+    outdir: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    external: bool | None = None,
+) -> Split:
+    """Write the fragments (``part_00.onnx`` …) and ``manifest.json`` into ``outdir``, all or nothing.
+
+    Every file is written into a temporary folder beside ``outdir``, which then takes its place.
+    Each fragment's weights are streamed from where they lie; a fragment of a model with external
+    data gets its own ``part_NN.data`` holding only its weights.
+
+    Args:
+        result: The split to write.
+        outdir: The folder to create (or, with ``overwrite``, replace).
+        overwrite: Replace an existing non-empty folder.
+        external: True/False to force external/inline weights; None to follow the source.
+
+    Returns:
+        The split as written (fragments read from the folder, ``folder`` set).
+
+    Raises:
+        UsageError: ``outdir`` is not empty (without ``overwrite``), or holds the source model.
+        WriteError: The folder cannot be written.
+    """
+    folder = Path(outdir)
+    _check_outdir(result, folder, overwrite)
+    if not folder.parent.is_dir():
+        raise WriteError(f"cannot write {folder}: folder {folder.parent} does not exist", hint="create it first")
+    tmp = folder.parent / f".{folder.name}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        tmp.mkdir()
+        written = _write_into(result, tmp, folder, external)
+        _swap_into_place(tmp, folder)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise WriteError(f"cannot write {folder}: {err.strerror or err}", hint="check the folder and free space") from err
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return _relocate(written, folder)
+
+
+def _check_outdir(result: Split, folder: Path, overwrite: bool) -> None:
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"cannot write fragments into {folder}: it is a file", hint="give a folder path")
+    source = result.source_path
+    if source is not None and folder.exists():
+        with contextlib.suppress(OSError):
+            inside = folder.resolve() in source.resolve().parents
+            if inside:
+                raise UsageError(f"refusing to write into {folder}: it holds the source model {source}",
+                                 hint="choose another output folder")
+    if folder.is_dir() and any(folder.iterdir()) and not overwrite:
+        raise UsageError(f"{folder} exists and is not empty",
+                         hint="choose a new folder, or pass --overwrite to replace it")
+
+
+def _write_into(result: Split, tmp: Path, final: Path, external: bool | None) -> Split:
+    width = max(2, len(str(len(result) - 1)))
+    fragments = []
+    for f in result:
+        file = f"part_{f.index:0{width}d}.onnx"
+        saved = io.save(f.model, tmp / file, external=external)
+        data = tmp / f"part_{f.index:0{width}d}.data"
+        fragments.append(Fragment(f.index, saved, f.nodes, f.weight_bytes, f.inputs, f.outputs, f.first_node,
+                                  f.last_node, file, data.name if data.exists() else None, _sha256(tmp / file)))
+    written = Split(tuple(fragments), result.inputs, result.outputs, result.cuts, result.method, result.source,
+                    result.source_path, result.source_sha256, final.resolve())
+    (tmp / MANIFEST).write_text(json.dumps(written.to_dict(), indent=2) + "\n")
+    return written
+
+
+def _swap_into_place(tmp: Path, folder: Path) -> None:
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+    if not folder.exists():
+        os.replace(tmp, folder)
+        return
+    old = folder.parent / f".{folder.name}.{uuid.uuid4().hex[:8]}.old"
+    os.replace(folder, old)
+    try:
+        os.replace(tmp, folder)
+    except OSError:
+        os.replace(old, folder)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _relocate(written: Split, folder: Path) -> Split:
+    """The same split, its fragment models pointing into ``folder`` (the temporary folder is gone)."""
+    fragments = tuple(
+        Fragment(f.index, Model(f.model.proto, folder.resolve(), folder / f.file if f.file else None), f.nodes,
+                 f.weight_bytes, f.inputs, f.outputs, f.first_node, f.last_node, f.file, f.data_file, f.sha256)
+        for f in written
+    )
+    return Split(fragments, written.inputs, written.outputs, written.cuts, written.method, written.source,
+                 written.source_path, written.source_sha256, folder.resolve())
+
+
+def load_split(path: str | os.PathLike[str]) -> Split:
+    """Read a split folder (or its manifest.json), checking every fragment file against the manifest.
+
+    Raises:
+        ModelNotFoundError: No manifest, or a fragment file is missing.
+        CorruptModelError: The manifest is unreadable, or a fragment differs from what it records.
+    """
+    given = Path(path)
+    manifest_path = given / MANIFEST if given.is_dir() else given
+    folder = manifest_path.parent
+    if not manifest_path.is_file():
+        raise ModelNotFoundError(f"no split manifest at {manifest_path}",
+                                 hint="give the folder written by 'python -m graphkit split'")
+    try:
+        data = json.loads(manifest_path.read_text())
+    except (ValueError, OSError) as err:
+        raise CorruptModelError(f"cannot read {manifest_path}: {err}", hint="split the model again") from err
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise CorruptModelError(f"{manifest_path} is not a graphkit split manifest",
+                                hint="give the folder written by 'python -m graphkit split'")
+    if data.get("version") != VERSION:
+        raise CorruptModelError(f"{manifest_path} has manifest version {data.get('version')}, not {VERSION}",
+                                hint="split the model again with this graphkit")
+    try:
+        return _from_manifest(data, folder, manifest_path)
+    except (KeyError, TypeError, ValueError) as err:
+        if isinstance(err, GraphkitError):
+            raise
+        raise CorruptModelError(f"{manifest_path} is malformed ({err!r})", hint="split the model again") from err
+
+
+def _from_manifest(data: dict[str, Any], folder: Path, manifest_path: Path) -> Split:
+    fragments = []
+    for i, entry in enumerate(data["fragments"]):
+        if entry["index"] != i:
+            raise CorruptModelError(f"{manifest_path}: fragment {i} is recorded as index {entry['index']}",
+                                    hint="split the model again")
+        file = folder / entry["file"]
+        if not file.is_file():
+            raise ModelNotFoundError(f"fragment {i} file {file} listed in {manifest_path} is missing",
+                                     hint="copy the whole split folder, or split the model again")
+        if entry.get("sha256") and _sha256(file) != entry["sha256"]:
+            raise CorruptModelError(f"fragment {i} file {file} differs from the one the manifest records (sha256)",
+                                    hint="the file changed after the split; split the model again")
+        model = io.load(file)
+        inputs = tuple(_port_from(p, input_=True) for p in entry["inputs"])
+        outputs = tuple(_port_from(p, input_=False) for p in entry["outputs"])
+        _check_signature(model, inputs, outputs, file)
+        fragments.append(Fragment(i, model, int(entry["nodes"]), int(entry["weight_bytes"]), inputs, outputs,
+                                  entry.get("first_node", ""), entry.get("last_node", ""), entry["file"],
+                                  entry.get("data"), entry.get("sha256")))
+    source = data.get("source") or {}
+    source_path = _source_path(source, folder)
+    return Split(
+        tuple(fragments),
+        tuple(Port(p["name"], p["dtype"], p["shape"]) for p in data["inputs"]),
+        tuple(Port(p["name"], p["dtype"], p["shape"], source=_source_index(p["from"])) for p in data["outputs"]),
+        tuple(tuple(c) for c in data.get("cuts", [])),
+        dict(data.get("method", {})),
+        None,
+        source_path,
+        source.get("sha256"),
+        folder.resolve(),
+    )
+
+
+def _port_from(entry: dict[str, Any], *, input_: bool) -> Port:
+    if input_:
+        return Port(entry["name"], entry["dtype"], entry["shape"], source=_source_index(entry["from"]))
+    return Port(entry["name"], entry["dtype"], entry["shape"], to=tuple(entry.get("to", ())),
+                graph_output=bool(entry.get("graph_output", False)))
+
+
+def _source_index(value: Any) -> int | None:
+    return None if value == "graph input" or value is None else int(value)
+
+
+def _check_signature(model: Model, inputs: Sequence[Port], outputs: Sequence[Port], file: Path) -> None:
+    real_inputs = [v.name for v in model.graph.input if v.name not in {t.name for t in model.graph.initializer}]
+    real_outputs = [v.name for v in model.graph.output]
+    if real_inputs != [p.name for p in inputs] or real_outputs != [p.name for p in outputs]:
+        raise CorruptModelError(
+            f"{file} does not match its manifest entry: it has inputs {real_inputs} and outputs {real_outputs}, "
+            f"the manifest records {[p.name for p in inputs]} and {[p.name for p in outputs]}",
+            hint="the file changed after the split; split the model again",
+        )
+
+
+def _source_path(source: dict[str, Any], folder: Path) -> Path | None:
+    relative = source.get("relative_path")
+    if relative:
+        candidate = (folder / relative).resolve()
+        if candidate.is_file():
+            return candidate
+    absolute = source.get("path")
+    return Path(absolute) if absolute else None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

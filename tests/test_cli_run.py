@@ -1,0 +1,97 @@
+"""python -m graphkit run: printed and JSON output, feeds from files, errors with exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT, fixture
+
+from graphkit.cli import main
+
+
+def test_run_prints_inputs_chosen_dims_and_output_stats(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(fixture("model_dynamic_0.onnx")), "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "in  float32  [1, 3, 10, 10]  generated (seed 3, range -1..1); batch=1 (default" in out
+    assert "out   float32  [1, 3, 8, 8]" in out
+    for word in ("min", "max", "mean", "std", "load", "run"):
+        assert word in out
+
+
+def test_run_json_and_save(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, x, b = (np.full((10, 10), v, np.float32) for v in (2.0, 3.0, 1.0))
+    np.savez(tmp_path / "feeds.npz", a=a, x=x)
+    np.save(tmp_path / "b.npy", b)
+    code = main(["run", str(fixture("linear_func.onnx")), "--input", str(tmp_path / "feeds.npz"),
+                 "--input", f"b={tmp_path / 'b.npy'}", "--save", str(tmp_path / "out.npz"), "--json"])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [f["source"] for f in data["feeds"]] == ["given", "given", "given"]
+    (output,) = data["outputs"]
+    assert output["name"] == "output" and output["min"] == 7.0 and output["max"] == 7.0 and output["std"] == 0.0
+    with np.load(tmp_path / "out.npz") as saved:
+        np.testing.assert_array_equal(saved["output"], np.full((10, 10), 7.0, np.float32))
+
+
+def test_shape_range_and_output_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", str(fixture("model_dynamic_23.onnx")), "--shape", "1x3x20x20", "--range", "in=0,1",
+                 "--output", "out", "--json"])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["feeds"][0]["shape"] == [1, 3, 20, 20] and data["feeds"][0]["range"] == [0.0, 1.0]
+    assert data["feeds"][0]["chosen_dims"] == {"in_dim_2": "20 (--shape)", "in_dim_3": "20 (--shape)"}
+    assert data["outputs"][0]["shape"] == [1, 3, 18, 18]
+
+
+@pytest.mark.parametrize(
+    ("model", "flags", "words"),
+    [
+        ("model_static.onnx", ["--shape", "in=2x3x10x10"], "dim 0 is fixed to 1"),
+        ("model_dynamic_0.onnx", ["--shape", "in=1x3x20x20"], "dim 2 is fixed to 10"),
+        ("model_dynamic_23.onnx", ["--shape", "in=2x3x10x10"], "dim 0 is fixed to 1"),
+        ("model_static.onnx", ["--shape", "inp=1x3x10x10"], "no graph input named 'inp'"),
+        ("linear_func.onnx", ["--shape", "10x10"], "--shape without NAME= is ambiguous"),
+        ("model_static.onnx", ["--shape", "in=1xbad"], "dims must be integers"),
+        ("model_static.onnx", ["--opt-level", "max"], "invalid choice"),
+    ],
+)
+def test_bad_flags_exit_2_with_message_and_hint(
+    model: str, flags: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", str(fixture(model)), *flags]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "hint:" in err and "Traceback" not in err
+
+
+def test_wrong_dtype_from_file_names_input_and_dtypes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 10, 10), np.float64))
+    assert main(["run", str(fixture("model_static.onnx")), "--input", f"in={tmp_path / 'x.npy'}",
+                 "--save", str(tmp_path / "out.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "input 'in'" in err and "expects float32 [1, 3, 10, 10], got float64 [1, 3, 10, 10]" in err
+    assert "hint: convert the value to float32" in err
+    assert not (tmp_path / "out.npz").exists()
+
+
+def test_save_refuses_to_overwrite_an_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    np.savez(tmp_path / "feeds.npz", **{"in": np.zeros((1, 3, 10, 10), np.float32)})
+    before = (tmp_path / "feeds.npz").read_bytes()
+    assert main(["run", str(fixture("model_static.onnx")), "--input", str(tmp_path / "feeds.npz"),
+                 "--save", str(tmp_path / "feeds.npz")]) == 2
+    assert "refusing to overwrite the input" in capsys.readouterr().err
+    assert (tmp_path / "feeds.npz").read_bytes() == before
+
+
+def test_python_dash_m_graphkit_run(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "graphkit", "run", str(fixture("my_add.onnx")), "--json"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["outputs"][0]["name"] == "output" and data["outputs"][0]["shape"] == [1, 3, 10, 10]

@@ -1,0 +1,251 @@
+"""graphkit.run: feeds (generated, given, checked), outputs, external weights, statistics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import fixture
+
+import graphkit as gk
+from graphkit.io import inline_proto, load_bytes
+from graphkit.run import FeedSpec, input_specs, plan_feeds, run_detailed, session, tensor_stats
+
+
+def _conv_reference(model: gk.Model, x: np.ndarray) -> np.ndarray:
+    """The fixtures' single 3×3 Conv computed with numpy, from the model's own weights."""
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    w, b = inits["conv.weight"], inits["conv.bias"]
+    n, _, h, wd = x.shape
+    out = np.zeros((n, w.shape[0], h - 2, wd - 2), dtype=np.float64)
+    for i in range(3):
+        for j in range(3):
+            out += np.einsum("nchw,oc->nohw", x[:, :, i : i + h - 2, j : j + wd - 2], w[:, :, i, j])
+    return out + b[None, :, None, None]
+
+
+# ------------------------------------------------------------------------------ generated feeds
+
+
+def test_generated_feeds_are_reproducible_by_seed() -> None:
+    model = gk.load(fixture("linear_func.onnx"))
+    first = gk.make_feeds(model, seed=7)
+    again = gk.make_feeds(model, seed=7)
+    other = gk.make_feeds(model, seed=8)
+    assert set(first) == {"a", "x", "b"}
+    for name in first:
+        np.testing.assert_array_equal(first[name], again[name])
+        assert first[name].dtype == np.float32 and first[name].shape == (10, 10)
+        assert not np.array_equal(first[name], other[name])
+        assert first[name].min() >= -1 and first[name].max() <= 1
+    assert gk.run(model, seed=7)["output"].tolist() == gk.run(model, seed=7)["output"].tolist()
+
+
+def test_giving_one_input_does_not_change_the_generated_others() -> None:
+    model = gk.load(fixture("linear_func.onnx"))
+    alone = gk.make_feeds(model, seed=3)
+    with_a = gk.make_feeds(model, {"a": np.ones((10, 10), np.float32)}, seed=3)
+    np.testing.assert_array_equal(alone["x"], with_a["x"])
+    np.testing.assert_array_equal(alone["b"], with_a["b"])
+    np.testing.assert_array_equal(with_a["a"], np.ones((10, 10)))
+
+
+def test_run_computes_a_times_x_plus_b_by_value() -> None:
+    model = gk.load(fixture("linear_func.onnx"))
+    feeds = gk.make_feeds(model, seed=1)
+    out = gk.run(model, feeds)["output"]
+    np.testing.assert_allclose(out, feeds["a"] * feeds["x"] + feeds["b"], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "lo", "hi"),
+    [("float32", -1, 1), ("float16", -1, 1), ("float64", -1, 1), ("int64", 0, 10), ("int32", 0, 10),
+     ("uint8", 0, 10), ("bool", 0, 1)],
+)
+def test_generated_values_have_the_right_dtype_and_range(dtype: str, lo: float, hi: float) -> None:
+    spec = FeedSpec("t", np.dtype(dtype), [4, 50])
+    values, notes = plan_feeds([spec], seed=0)
+    value = values["t"]
+    assert value.dtype == np.dtype(dtype) and value.shape == (4, 50)
+    assert value.min() >= lo and value.max() <= hi
+    assert notes[0].source == "generated" and (notes[0].low, notes[0].high) == (lo, hi)
+
+
+def test_ranges_are_respected_for_floats_and_ints() -> None:
+    specs = [FeedSpec("f", np.dtype("float32"), [1000]), FeedSpec("i", np.dtype("int64"), [1000])]
+    values, _ = plan_feeds(specs, ranges={"f": (5.0, 6.0), "i": (100, 103)})
+    assert values["f"].min() >= 5 and values["f"].max() <= 6
+    assert set(np.unique(values["i"]).tolist()) == {100, 101, 102}
+
+
+def test_int_and_bool_inputs_run_through_onnx_runtime() -> None:
+    model = gk.parse_model("""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (int64[3] idx, bool[3] keep, float[10] table) => (float[3] out) {
+            picked = Gather(table, idx)
+            zeros = Sub(picked, picked)
+            out = Where(keep, picked, zeros)
+        }
+    """)
+    values, _ = plan_feeds(input_specs(model), seed=0, ranges={"idx": (0, 10)})
+    out = gk.run(model, values)["out"]
+    expected = np.where(values["keep"], values["table"][values["idx"]], 0)
+    np.testing.assert_array_equal(out, expected)
+
+
+# ------------------------------------------------------------------------------ dynamic dims
+
+
+def test_dynamic_dim_defaults_to_one_and_says_so() -> None:
+    model = gk.load(fixture("model_dynamic_0.onnx"))
+    result = run_detailed(model)
+    (note,) = result.feeds
+    assert note.shape == (1, 3, 10, 10)
+    assert note.chosen_dims == {"batch": "1 (default; set it with --shape or --dim)"}
+    assert result.outputs["out"].shape == (1, 3, 8, 8)
+
+
+def test_named_dim_from_dims_and_from_a_given_feed() -> None:
+    spec_a = FeedSpec("a", np.dtype("float32"), ["batch", 4])
+    spec_b = FeedSpec("b", np.dtype("float32"), ["batch", None])
+    values, notes = plan_feeds([spec_a, spec_b], dims={"batch": 5})
+    assert values["a"].shape == (5, 4) and values["b"].shape == (5, 1)
+    assert notes[1].chosen_dims == {"batch": "5 (--dim)", "dim 1": "1 (default; set it with --shape or --dim)"}
+    values, notes = plan_feeds([spec_a, spec_b], {"a": np.zeros((3, 4), np.float32)})
+    assert values["b"].shape == (3, 1)
+    assert notes[1].chosen_dims["batch"] == "3 (from 'a')"
+
+
+SEED_SHAPES = {
+    "model_static.onnx": {"accept": [(1, 3, 10, 10)], "reject": [(2, 3, 10, 10), (1, 3, 20, 20)]},
+    "model_dynamic_0.onnx": {"accept": [(1, 3, 10, 10), (2, 3, 10, 10)], "reject": [(1, 3, 20, 20)]},
+    "model_dynamic_23.onnx": {"accept": [(1, 3, 10, 10), (1, 3, 20, 20)], "reject": [(2, 3, 10, 10)]},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEED_SHAPES))
+def test_dynamic_axes_fixtures_accept_exactly_the_seed_shapes(name: str) -> None:
+    model = gk.load(fixture(name))
+    rng = np.random.default_rng(0)
+    for shape in SEED_SHAPES[name]["accept"]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        out = gk.run(model, {"in": x})["out"]
+        assert out.shape == (shape[0], 3, shape[2] - 2, shape[3] - 2)
+        np.testing.assert_allclose(out, _conv_reference(model, x), rtol=1e-4, atol=1e-4)
+        assert gk.run(model, shapes={"in": shape})["out"].shape == out.shape
+    for shape in SEED_SHAPES[name]["reject"]:
+        x = np.zeros(shape, np.float32)
+        with pytest.raises(gk.FeedError) as err:
+            gk.run(model, {"in": x})
+        message = str(err.value)
+        assert "'in'" in message and "float32" in message and str(list(shape)) in message
+        assert "is fixed to" in message and err.value.hint
+        with pytest.raises(gk.FeedError, match="is fixed to"):
+            gk.run(model, shapes={"in": shape})
+
+
+def test_wrong_dtype_names_input_expected_and_given() -> None:
+    model = gk.load(fixture("model_static.onnx"))
+    with pytest.raises(gk.FeedError) as err:
+        gk.run(model, {"in": np.zeros((1, 3, 10, 10), np.float64)})
+    assert "'in'" in err.value.message and "expects float32 [1, 3, 10, 10]" in err.value.message
+    assert "got float64 [1, 3, 10, 10]" in err.value.message
+    assert "astype('float32')" in err.value.hint
+
+
+def test_wrong_rank_names_both_shapes() -> None:
+    model = gk.load(fixture("model_dynamic_0.onnx"))
+    with pytest.raises(gk.FeedError) as err:
+        gk.run(model, {"in": np.zeros((3, 10, 10), np.float32)})
+    assert "rank 4 [batch, 3, 10, 10]" in err.value.message and "[3, 10, 10] (rank 3)" in err.value.message
+    assert err.value.hint
+
+
+def test_unknown_feed_name_suggests_the_close_one() -> None:
+    model = gk.load(fixture("model_static.onnx"))
+    for kwargs in ({"feeds": {"inn": np.zeros((1, 3, 10, 10), np.float32)}}, {"shapes": {"inn": (1, 3, 10, 10)}},
+                   {"ranges": {"inn": (0, 1)}}):
+        with pytest.raises(gk.FeedError) as err:
+            gk.run(model, **kwargs)  # type: ignore[arg-type]
+        assert "'inn'" in err.value.message and "did you mean 'in'" in err.value.hint
+        assert isinstance(err.value, ValueError)
+
+
+def test_unranked_input_needs_a_shape() -> None:
+    model = gk.parse_model("""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float x) => (float y) { y = Relu(x) }
+    """)
+    del model.graph.input[0].type.tensor_type.shape.dim[:]
+    model.graph.input[0].type.tensor_type.ClearField("shape")
+    with pytest.raises(gk.FeedError) as err:
+        gk.make_feeds(model)
+    assert "'x'" in err.value.message and "--shape x=" in err.value.hint
+    assert gk.run(model, shapes={"x": (2, 2)})["y"].shape == (2, 2)
+
+
+# ------------------------------------------------------------------------------------- outputs
+
+
+def test_outputs_can_select_and_expose_intermediate_tensors(whole_model: gk.Model) -> None:
+    before = whole_model.proto.SerializeToString()
+    full = gk.run(whole_model, seed=2)
+    picked = gk.run(whole_model, seed=2, outputs=["/Add_output_0", "output"])
+    assert list(picked) == ["/Add_output_0", "output"]
+    np.testing.assert_array_equal(picked["output"], full["output"])
+    assert picked["/Add_output_0"].shape == (1, 3, 10, 10)
+    assert whole_model.proto.SerializeToString() == before
+
+
+def test_unknown_output_is_a_clear_error(whole_model: gk.Model) -> None:
+    with pytest.raises(gk.TensorNotFoundError) as err:
+        gk.run(whole_model, outputs=["/Add_output"])
+    assert "'/Add_output'" in err.value.message and "did you mean" in err.value.hint
+
+
+def test_unknown_provider_and_opt_level_are_usage_errors(whole_model: gk.Model) -> None:
+    with pytest.raises(gk.UsageError) as err:
+        gk.run(whole_model, provider="nope")
+    assert "'nope'" in err.value.message and "CPUExecutionProvider" in err.value.hint
+    with pytest.raises(gk.UsageError, match="optimization level"):
+        gk.run(whole_model, opt_level="max")
+
+
+def test_runtime_refusal_is_a_runtime_failure() -> None:
+    model = gk.load(fixture("dcn.onnx"))
+    with pytest.raises(gk.RuntimeFailure) as err:
+        gk.run(model)
+    assert "dcn.onnx" in err.value.message and err.value.hint
+
+
+# ---------------------------------------------------------------------------- external weights
+
+
+def test_external_weights_run_from_where_they_lie(ext_copy: Path) -> None:
+    model = gk.load(ext_copy)
+    weights = (ext_copy.parent / "model.data").stat().st_size
+    assert len(model.serialized()) < weights / 10  # the session gets the graph, not the weights
+    out = gk.run(model, seed=4, dims={"batch": 3})["y"]
+    expected = gk.run(load_bytes(inline_proto(model).SerializeToString()), seed=4, dims={"batch": 3})["y"]
+    np.testing.assert_array_equal(out, expected)
+    assert out.shape == (3, 16)
+
+
+def test_session_of_a_moved_model_finds_its_weights(ext_copy: Path) -> None:
+    model = gk.load(ext_copy)
+    sess = session(model, opt_level="disable")
+    assert [i.name for i in sess.get_inputs()] == ["x"]
+
+
+# ------------------------------------------------------------------------------------ statistics
+
+
+def test_tensor_stats_by_value() -> None:
+    value = np.array([[1.0, 2.0], [np.nan, np.inf]], dtype=np.float32)
+    stats = tensor_stats("t", value)
+    assert (stats.min, stats.max, stats.mean, stats.nan, stats.inf) == (1.0, 2.0, 1.5, 1, 1)
+    assert stats.to_dict()["shape"] == [2, 2] and stats.nbytes == 16
+    assert tensor_stats("s", np.array(["a"], dtype=object)).min is None
+    assert tensor_stats("b", np.array([True, False])).mean == 0.5
