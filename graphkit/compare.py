@@ -790,6 +790,19 @@ class _NpzSource:
 
 
 @dataclass(frozen=True)
+class _FeedOptions:
+    """How to generate the inputs that are not given."""
+
+    seed: int
+    shapes: Mapping[str, Sequence[int]] | None
+    ranges: Mapping[str, tuple[float, float]] | None
+    dims: Mapping[str, int] | None
+
+    def make(self, model: Model, feeds: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
+        return make_feeds(model, feeds, seed=self.seed, shapes=self.shapes, ranges=self.ranges, dims=self.dims)
+
+
+@dataclass(frozen=True)
 class _Pair:
     candidate: str
     reference: str
@@ -807,6 +820,8 @@ def compare(
     feeds: Mapping[str, Any] | None = None,
     seed: int = 0,
     shapes: Mapping[str, Sequence[int]] | None = None,
+    ranges: Mapping[str, tuple[float, float]] | None = None,
+    dims: Mapping[str, int] | None = None,
     atol: float = DEFAULT_ATOL,
     rtol: float = DEFAULT_RTOL,
     tolerances: Mapping[str, Tolerance] | None = None,
@@ -835,6 +850,8 @@ def compare(
         feeds: Input values by name; missing ones are generated from ``seed``.
         seed: Seed of generated inputs.
         shapes: Shapes of generated inputs with dynamic dims.
+        ranges: Value ranges (lo, hi) of generated inputs.
+        dims: Values of named dynamic dims of generated inputs.
         atol: Global absolute tolerance.
         rtol: Global relative tolerance.
         tolerances: Per-tensor tolerances by tensor name, marker name or glob pattern.
@@ -863,11 +880,12 @@ def compare(
         raise UsageError("--backend picks the reference side's backend; with --reference the reference is the file",
                          hint="use --candidate-backend to choose how the model runs")
     tol = Tolerance(atol, rtol)
+    gen = _FeedOptions(seed, shapes, ranges, dims)
     cand = _Graph.of(other if other is not None else model, marker_spec)
     if reference is not None:
         values = load_reference(reference) if isinstance(reference, (str, os.PathLike)) else reference
         label = str(reference) if isinstance(reference, (str, os.PathLike)) else "reference values"
-        return _compare_npz(cand, values, label, candidate_backend, feeds, seed, shapes, tol, tolerances,
+        return _compare_npz(cand, values, label, candidate_backend, feeds, gen, tol, tolerances,
                             tensors, fragment_bytes, local_checks, progress)
     ref = _Graph.of(model, marker_spec) if other is not None else cand
     ref_backend = backend or ("ort" if other is not None else "ort-noopt")
@@ -878,7 +896,7 @@ def compare(
     if tensors is None:
         worth = set(cand.comparable(constants=constants))
         pairs = [p for p in pairs if p.candidate in worth]
-    return _compare_models(ref, cand, pairs, unmatched, ref_backend, candidate_backend, feeds, seed, shapes, tol,
+    return _compare_models(ref, cand, pairs, unmatched, ref_backend, candidate_backend, feeds, gen, tol,
                            tolerances, tensors, fragment_bytes, local_checks, progress)
 
 
@@ -949,8 +967,7 @@ def _check_tolerance_names(tolerances: Mapping[str, Tolerance], pairs: list[_Pai
 
 
 def _compare_models(ref: _Graph, cand: _Graph, pairs: list[_Pair], unmatched: list[str], ref_backend: str,
-                    cand_backend: str, feeds: Mapping[str, Any] | None, seed: int,
-                    shapes: Mapping[str, Sequence[int]] | None, tol: Tolerance,
+                    cand_backend: str, feeds: Mapping[str, Any] | None, gen: _FeedOptions, tol: Tolerance,
                     tolerances: Mapping[str, Tolerance] | None, tensors: Sequence[str] | None,
                     budget: int, local_checks: int, progress: Progress | None) -> Comparison:
     pairs = _restrict(pairs, tensors, cand)
@@ -958,7 +975,7 @@ def _compare_models(ref: _Graph, cand: _Graph, pairs: list[_Pair], unmatched: li
         raise UsageError(f"{ref.label} and {cand.label} have no tensor in common to compare",
                          hint="map names that differ with --map mapping.json ({\"name_in_A\": \"name_in_B\"})")
     _check_tolerance_names(tolerances or {}, pairs, cand.label)
-    ref_feeds = make_feeds(ref.model, feeds, seed=seed, shapes=shapes)
+    ref_feeds = gen.make(ref.model, feeds)
     cand_feeds = _map_feeds(ref_feeds, cand, ref.label)
     plan = _Plan.build(cand, pairs, set(cand_feeds))
     ref_walker = _Walker(ref, ref_backend, ref_feeds, {p.reference for p in pairs}, budget=budget,
@@ -988,8 +1005,7 @@ def _map_feeds(feeds: Mapping[str, np.ndarray], cand: _Graph, where: str) -> dic
 
 
 def _compare_npz(cand: _Graph, values: Mapping[str, np.ndarray], label: str, cand_backend: str,
-                 feeds: Mapping[str, Any] | None, seed: int, shapes: Mapping[str, Sequence[int]] | None,
-                 tol: Tolerance, tolerances: Mapping[str, Tolerance] | None, tensors: Sequence[str] | None,
+                 feeds: Mapping[str, Any] | None, gen: _FeedOptions, tol: Tolerance, tolerances: Mapping[str, Tolerance] | None, tensors: Sequence[str] | None,
                  budget: int, local_checks: int, progress: Progress | None) -> Comparison:
     keys = list(values.keys())
     inputs = {s.name for s in input_specs(cand.model)}
@@ -1024,13 +1040,13 @@ def _compare_npz(cand: _Graph, values: Mapping[str, np.ndarray], label: str, can
     missing = sorted(inputs - set(given))
     if missing:
         notes.append(f"{label} has no value for input(s) {', '.join(repr(m) for m in missing)}: using seeded "
-                     f"random values (seed {seed}); the reference must have been computed on the same inputs")
+                     f"random values (seed {gen.seed}); the reference must have been computed on the same inputs")
     if unmatched:
         notes.append(f"{len(unmatched)} name(s) in {label} match no tensor or marker: "
                      + ", ".join(repr(u) for u in unmatched[:5]) + (" …" if len(unmatched) > 5 else ""))
     pairs = _restrict(pairs, tensors, cand)
     _check_tolerance_names(tolerances or {}, pairs, cand.label)
-    cand_feeds = make_feeds(cand.model, given, seed=seed, shapes=shapes)
+    cand_feeds = gen.make(cand.model, given)
     plan = _Plan.build(cand, pairs, set(cand_feeds))
     walker = _Walker(cand, cand_backend, cand_feeds, {p.candidate for p in pairs}, budget=budget,
                      label=_side_label(cand, cand_backend), progress=progress)

@@ -146,8 +146,7 @@ def test_mapping_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
         (["--atol", "outptu=1"], "outptu", "did you mean 'output'"),
         (["--tensor", "nope"], "nope", "inspect"),
         (["--backend", "ort"], "nothing to compare", "ort-noopt"),
-        (["--shape", "x"], "is not NAME=VALUE", "--shape NAME=1,3,224,224"),
-        (["--input", "input.1=/nonexistent.npy"], "cannot read input 'input.1'", "numpy.save"),
+        (["--input", "input.1=/nonexistent.npy"], "no such feed file: /nonexistent.npy", "--input"),
     ],
 )
 def test_compare_usage_errors(args: list[str], message: str, hint: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -166,6 +165,20 @@ def test_save_report_refuses_an_input_and_leaves_nothing(tmp_path: Path, capsys:
     missing = tmp_path / "no_such_dir" / "r.json"
     assert main(["compare", str(model), "--save-report", str(missing)]) == 2
     assert not missing.exists() and not list(tmp_path.glob("**/.r.json*"))
+
+
+def test_feeds_from_a_file_are_used(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    value = np.full((1, 3, 10, 10), 0.25, dtype=np.float32)
+    np.save(tmp_path / "x.npy", value)
+    identity = gk.markers(gk.load(fixture("debug_markers.onnx"))).model
+    values = ort_run(identity, {"input": value}, opt_level="disable")
+    ref = tmp_path / "ref.npz"
+    np.savez(ref, x_1=values["/Debug_1_output_0"], x_3=values["output"])  # no input in the file
+    base = ["compare", str(fixture("debug_markers.onnx")), "--reference", str(ref)]
+    assert main([*base, "--input", f"input={tmp_path / 'x.npy'}"]) == 0
+    assert "PASSED: 2 tensors" in capsys.readouterr().out
+    assert main(base) == 1  # seeded random inputs are not the ones the reference was computed on
+    assert "using seeded random values" in capsys.readouterr().err
 
 
 def test_reference_file_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

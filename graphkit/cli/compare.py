@@ -16,10 +16,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from graphkit import io
 from graphkit.cli import _common, _render
+from graphkit.cli._feeds import add_feed_options, feed_args
 from graphkit.compare import (
     BACKENDS,
     DEFAULT_ATOL,
@@ -31,7 +30,8 @@ from graphkit.compare import (
     compare,
     load_mapping,
 )
-from graphkit.errors import FeedError, UsageError
+from graphkit.errors import UsageError
+from graphkit.run import input_specs
 
 #: Above this many tensors, the table shows failures, markers and outputs only (``--all`` shows all).
 _TABLE_LIMIT = 40
@@ -73,61 +73,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def add_feed_options(p: argparse.ArgumentParser) -> None:
-    """--input NAME=FILE.npy, --feeds FILE.npz, --seed, --shape NAME=D,D,…"""
-    p.add_argument("--input", dest="inputs", action="append", default=[], metavar="NAME=FILE",
-                   help="an input's value from a .npy file (repeatable); others are generated")
-    p.add_argument("--feeds", metavar="NPZ", help="input values from an .npz keyed by input name")
-    p.add_argument("--seed", type=int, default=0, help="seed of generated inputs (default 0)")
-    p.add_argument("--shape", dest="shapes", action="append", default=[], metavar="NAME=D,D,…",
-                   help="the shape of a generated input with dynamic dims (repeatable)")
-
-
-def read_feeds(args: argparse.Namespace) -> tuple[dict[str, np.ndarray], dict[str, list[int]]]:
-    """The feeds and shapes the feed options name.
-
-    Raises:
-        FeedError: A file is missing or unreadable.
-        UsageError: A NAME=VALUE option is malformed.
-    """
-    feeds: dict[str, np.ndarray] = {}
-    if args.feeds:
-        feeds.update(_read_npz(args.feeds))
-    for item in args.inputs:
-        name, path = _split(item, "--input", "NAME=FILE.npy")
-        feeds[name] = _read_npy(path, name)
-    shapes: dict[str, list[int]] = {}
-    for item in args.shapes:
-        name, dims = _split(item, "--shape", "NAME=1,3,224,224")
-        try:
-            shapes[name] = [int(d) for d in dims.replace("x", ",").split(",") if d.strip()]
-        except ValueError as err:
-            raise UsageError(f"--shape {item!r}: dims must be integers", hint="write --shape NAME=1,3,224,224") from err
-    return feeds, shapes
-
-
-def _split(item: str, flag: str, example: str) -> tuple[str, str]:
-    name, sep, value = item.rpartition("=")
-    if not sep or not name or not value:
-        raise UsageError(f"{flag} {item!r} is not NAME=VALUE", hint=f"write {flag} {example}")
-    return name, value
-
-
-def _read_npz(path: str) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
-    except (OSError, ValueError, AttributeError) as err:
-        raise FeedError(f"cannot read feeds from {path}: {err}", hint="save them with numpy.savez(path, name=array)") from err
-
-
-def _read_npy(path: str, name: str) -> np.ndarray:
-    try:
-        return np.asarray(np.load(path, allow_pickle=False))
-    except (OSError, ValueError) as err:
-        raise FeedError(f"cannot read input {name!r} from {path}: {err}", hint="save it with numpy.save(path, array)") from err
-
-
 def _tolerances(args: argparse.Namespace) -> tuple[float, float, dict[str, Tolerance]]:
     atol, per_atol = _parse_tol(args.atol, "--atol", DEFAULT_ATOL)
     rtol, per_rtol = _parse_tol(args.rtol, "--rtol", DEFAULT_RTOL)
@@ -154,22 +99,25 @@ def _parse_tol(items: Sequence[str], flag: str, default: float) -> tuple[float, 
 
 
 def run(args: argparse.Namespace) -> int:
-    feeds, shapes = read_feeds(args)
     atol, rtol, per_tensor = _tolerances(args)
     if args.fragment_mb <= 0:
         raise UsageError(f"--fragment-mb {args.fragment_mb:g} must be positive", hint="e.g. --fragment-mb 256")
     report_path = None
-    inputs = [args.model, args.other, args.reference, args.mapping, args.feeds]
-    if args.save_report:
-        report_path = io.check_output_path(args.save_report, *inputs)
+    inputs = [args.model, args.other, args.reference, args.mapping]
     model = _common.load(args.model)
     other = _common.load(args.other) if args.other else None
+    names = [spec.name for spec in input_specs(model)]
+    parsed = feed_args(args, names, model.name)
+    if parsed.files:
+        inputs += list(parsed.files)
     if args.mapping and other is None:
         raise UsageError("--map needs two models", hint="compare A.onnx B.onnx --map mapping.json")
+    if args.save_report:
+        report_path = io.check_output_path(args.save_report, *inputs)
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress
     result = compare(
         model, other, reference=args.reference, backend=args.backend, candidate_backend=args.candidate_backend,
-        feeds=feeds, seed=args.seed, shapes=shapes, atol=atol, rtol=rtol, tolerances=per_tensor,
+        feeds=parsed.feeds, seed=args.seed, shapes=parsed.shapes, ranges=parsed.ranges, dims=parsed.dims, atol=atol, rtol=rtol, tolerances=per_tensor,
         mapping=load_mapping(args.mapping) if args.mapping else None, tensors=args.tensors,
         constants=args.constants, marker_spec=(args.marker_domain, args.marker_op, args.marker_attr),
         fragment_bytes=int(args.fragment_mb * 2**20), local_checks=args.local_checks,
