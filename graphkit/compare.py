@@ -352,6 +352,42 @@ class _Accumulator:
     def add(self, c_raw: np.ndarray, r_raw: np.ndarray) -> None:
         c = c_raw.astype(np.float64)
         r = r_raw.astype(np.float64)
+        if not (np.isfinite(c).all() and np.isfinite(r).all()):
+            c, r = self._special(c, r)
+        self.finite += c.size
+        if not c.size:
+            return
+        diff = c - r
+        self.sum_sq += float(np.dot(diff, diff))
+        np.abs(diff, out=diff)
+        mag = np.abs(r)
+        self.max_abs = max(self.max_abs, float(diff.max()))
+        self.sum_abs += float(diff.sum())
+        self.dot += float(np.dot(c, r))
+        self.norm_c += float(np.dot(c, c))
+        self.norm_r += float(np.dot(r, r))
+        del c, r
+        slack = diff - self.tol.rtol * mag  # passes where slack <= atol
+        self.out += int(np.count_nonzero(slack > self.tol.atol))
+        self.need_atol = max(self.need_atol, float(slack.max()))
+        del slack
+        zero = mag == 0
+        if zero.any():
+            if np.count_nonzero(diff[zero]):
+                self.max_rel = math.inf
+            if np.count_nonzero(diff[zero] > self.tol.atol):
+                self.need_rtol = math.inf
+            keep = ~zero
+            diff, mag = diff[keep], mag[keep]
+        if diff.size:
+            with np.errstate(over="ignore"):
+                self.max_rel = max(self.max_rel, float((diff / mag).max()))
+                diff -= self.tol.atol
+                diff /= mag
+            self.need_rtol = max(self.need_rtol, float(diff.max()))
+
+    def _special(self, c: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Count NaN/Inf on each side, count mismatched ones as out of tolerance, keep the finite pairs."""
         c_nan, r_nan = np.isnan(c), np.isnan(r)
         c_inf, r_inf = np.isinf(c), np.isinf(r)
         self.nan[0] += int(c_nan.sum())
@@ -361,27 +397,7 @@ class _Accumulator:
         finite = ~(c_nan | r_nan | c_inf | r_inf)
         same_special = (c_nan & r_nan) | (c_inf & r_inf & (np.sign(c) == np.sign(r)))
         self.out += int(np.count_nonzero(~finite & ~same_special))
-        if not finite.all():
-            c, r = c[finite], r[finite]
-        self.finite += c.size
-        if not c.size:
-            return
-        diff = np.abs(c - r)
-        mag = np.abs(r)
-        self.max_abs = max(self.max_abs, float(diff.max()))
-        self.sum_abs += float(diff.sum())
-        self.sum_sq += float(np.dot(diff, diff))
-        self.dot += float(np.dot(c, r))
-        self.norm_c += float(np.dot(c, c))
-        self.norm_r += float(np.dot(r, r))
-        self.out += int(np.count_nonzero(diff > self.tol.atol + self.tol.rtol * mag))
-        self.need_atol = max(self.need_atol, float((diff - self.tol.rtol * mag).max()))
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            rel = np.where(mag > 0, diff / np.where(mag > 0, mag, 1.0), np.where(diff > 0, np.inf, 0.0))
-            need = np.where(mag > 0, (diff - self.tol.atol) / np.where(mag > 0, mag, 1.0),
-                            np.where(diff > self.tol.atol, np.inf, 0.0))
-        self.max_rel = max(self.max_rel, float(rel.max()))
-        self.need_rtol = max(self.need_rtol, float(need.max()))
+        return c[finite], r[finite]
 
     def result(self, size: int) -> dict[str, Any]:
         n = max(self.finite, 1)
