@@ -246,8 +246,11 @@ class _GraphDiff:
                 found.append(f"input #{k} added {xb!r}")
             elif xb is None:
                 found.append(f"input #{k} removed (was {xa!r})")
-            elif not _same_source(_source(xa, ia), _source(xb, ib), pairs, weights):
-                found.append(f"input #{k} {xa!r} -> {xb!r}")
+            elif not _same_source(sa := _source(xa, ia), sb := _source(xb, ib), pairs, weights):
+                if xa == xb:
+                    found.append(f"input #{k} {xa!r} now comes from {_describe(sb, ib)} (was {_describe(sa, ia)})")
+                else:
+                    found.append(f"input #{k} {xa!r} -> {xb!r}")
         return found
 
     def _attributes(self, na: onnx.NodeProto, nb: onnx.NodeProto, where: str, out: list[Change]) -> list[str]:
@@ -409,6 +412,13 @@ def _source(name: str, index: GraphIndex) -> Source:
     if name in index.initializers:
         return ("init", name, 0)
     return ("input", name, 0)
+
+
+def _describe(source: Source, index: GraphIndex) -> str:
+    kind, ref, _ = source
+    if kind == "node":
+        return f"node {_label(index.graph.node[ref], ref)!r}"
+    return {"init": "an initializer", "input": "a graph input", "none": "nothing"}[kind]
 
 
 def _same_source(sa: Source, sb: Source, pairs: dict[int, int], weights: dict[str, str]) -> bool:

@@ -161,3 +161,31 @@ def test_diff_values_of_tensor_attributes() -> None:
     const.attribute[0].t.CopyFrom(numpy_helper.from_array(np.array(3.0, dtype=np.float32)))
     result = diff(a, b)
     assert [c.detail for c in result.changes] == ["attribute 'value' values differ at 1 of 1 elements (max abs 1)"]
+
+
+def _ort_optimized(name: str, tmp_path: Path) -> gk.Model:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(tmp_path / f"{name}_opt.onnx")
+    ort.InferenceSession(str(fixture(f"{name}.onnx")), options, providers=["CPUExecutionProvider"])
+    return gk.load(tmp_path / f"{name}_opt.onnx")
+
+
+def test_diff_of_an_ort_optimized_model_shows_the_fusions(tmp_path: Path) -> None:
+    a = gk.load(fixture("srcnn.onnx"))
+    b = _ort_optimized("srcnn", tmp_path)
+    result = diff(a, b)
+    assert {c.name for c in result.changes if c.kind == "removed" and c.what == "node"} == {
+        "Constant_0", "/relu/Relu", "/relu_1/Relu"}
+    conv1 = result.of("node", "/conv1/Conv")[0].detail
+    assert "op Conv -> com.microsoft::FusedConv" in conv1 and "attribute 'activation' added: 'Relu'" in conv1
+    conv2 = result.of("node", "/conv2/Conv")[0].detail
+    assert "input #0 '/relu/Relu_output_0' now comes from node '/conv1/Conv' (was node '/relu/Relu')" in conv2
+    assert result.of("initializer", "/Constant_output_0")[0].kind == "added"
+    # and the numbers still agree, tensor by tensor
+    compared = gk.compare(a, b)
+    assert compared.passed
+    assert [t.name for t in compared.tensors] == ["/Resize_output_0", "/relu/Relu_output_0",
+                                                  "/relu_1/Relu_output_0", "output"]
