@@ -585,6 +585,7 @@ class _Graph:
     markers: dict[str, str]  # marker name -> tensor
     position: dict[str, int] = field(default_factory=dict)  # tensor -> position of its producer in order
     label: str = ""  # the original model's file or name
+    rank: dict[int, int] = field(default_factory=dict)  # node index -> position in order
 
     @classmethod
     def of(cls, model: Model, marker_spec: tuple[str, str, str]) -> _Graph:
@@ -597,7 +598,7 @@ class _Graph:
         index = GraphIndex(model.graph)
         order = index.topological_order()
         position = {name: k for k, i in enumerate(order) for name in model.graph.node[i].output if name}
-        return cls(model, index, order, mapping, position, label)
+        return cls(model, index, order, mapping, position, label, {i: k for k, i in enumerate(order)})
 
     @property
     def produced(self) -> list[str]:
@@ -767,7 +768,9 @@ class _ModelSource:
         self.walker = walker
         self.stream = iter(walker)
         self.cache: dict[str, np.ndarray] = {}
-        self.keep_until = keep_until
+        self.drop_at: dict[int, list[str]] = {}
+        for name, last in keep_until.items():
+            self.drop_at.setdefault(last, []).append(name)
 
     def get(self, name: str) -> np.ndarray | None:
         while name not in self.cache:
@@ -782,8 +785,8 @@ class _ModelSource:
         return self.cache.get(name)
 
     def release(self, position: int) -> None:
-        for name in [n for n in self.cache if self.keep_until.get(n, -1) <= position]:
-            del self.cache[name]
+        for name in self.drop_at.pop(position, []):
+            self.cache.pop(name, None)
 
 
 class _NpzSource:
@@ -1129,7 +1132,7 @@ def _fragment_for(cand: _Graph, tensor: str, available: set[str]) -> _Fragment |
                     return None
                 nodes.add(j)
                 stack.append(j)
-    ordered = [i for i in cand.order if i in nodes]
+    ordered = sorted(nodes, key=cand.rank.__getitem__)
     main = start
     graph_nodes = cand.model.graph.node
     while graph_nodes[main].op_type == "Identity" and graph_nodes[main].input[0] in index.producer \
