@@ -12,11 +12,13 @@ The table gives peak RSS, wall time, ratios to the floor of the same repetition 
 expose-all, how many MiB of tensors it held at once.
 
 The transformer is generated with its sequence length set by ``--seq`` (default 512: the
-activations, not the weights, then dominate an expose-all run). ``--small`` uses the tiny variant.
+activations, not the weights, then dominate an expose-all run); ``big_external`` is the 2.7 GB
+external-weights model (each fragment session loads only its own weights). ``--small`` uses the
+tiny variants.
 
     python bench/bench_compare.py --small
-    python bench/bench_compare.py                    # transformer, seq 512: ~1 min
-    python bench/bench_compare.py --seq 128 --repeat 3
+    python bench/bench_compare.py                    # transformer (seq 512) and big_external: ~3 min
+    python bench/bench_compare.py --models b --repeat 3
 """
 
 from __future__ import annotations
@@ -37,9 +39,9 @@ REPO_ROOT = HERE.parent
 RUNNERS = HERE / "_compare_runners.py"
 
 
-def _model(small: bool, seq: int) -> Path:
-    if small:
-        return generate.generate("transformer", small=True)
+def _model(key: str, small: bool, seq: int) -> Path:
+    if small or key != "transformer":
+        return generate.generate(key, small=small)
     base = generate.CONFIGS[False]["transformer"]
     assert isinstance(base, generate.TransformerConfig)
     cfg = generate.TransformerConfig(layers=base.layers, hidden=base.hidden, heads=base.heads, ffn=base.ffn, seq=seq)
@@ -56,13 +58,25 @@ def _env() -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--small", action="store_true", help="the tiny transformer (seconds)")
+    parser.add_argument("--models", nargs="+", default=["transformer", "big_external"],
+                        help="models of the extract benchmark: transformer (a), many_nodes (b), big_external (c)")
+    parser.add_argument("--small", action="store_true", help="the tiny variants (seconds)")
     parser.add_argument("--seq", type=int, default=512, help="sequence length of the transformer (default 512)")
     parser.add_argument("--fragment-mb", type=float, nargs="+", default=[256.0, 64.0])
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
-    model = _model(args.small, args.seq)
+    report = []
+    for key in args.models:
+        model = _model(generate.resolve_key(key), args.small, args.seq)
+        report.append({"model": str(model), "rows": _bench(model, args)})
+    _measure.shutdown()
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2, default=str))
+    return 0
+
+
+def _bench(model: Path, args: argparse.Namespace) -> list[dict[str, object]]:
     env = _env()
 
     def job(name: str, function: str, **kwargs: object):  # type: ignore[no-untyped-def]
@@ -78,10 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         if not trial.run.ok:
             print(f"{trial.job}: FAILED {trial.run.error}", file=sys.stderr)
 
-    print(f"model {model} ({model.stat().st_size / 2**20:.0f} MiB)")
-    trials = _measure.measure_against_floor(job("plain", "plain_run"), jobs, repeat=args.repeat, warm=[model],
+    data = model.parent / generate.DATA_FILE
+    files = [model, data] if data.exists() and "big_external" in str(model) else [model]
+    size = sum(f.stat().st_size for f in files) / 2**20
+    print(f"\nmodel {model} ({size:.0f} MiB with its weights)")
+    trials = _measure.measure_against_floor(job("plain", "plain_run"), jobs, repeat=args.repeat, warm=files,
                                             on_trial=remember)
-    _measure.shutdown()
     names = ["plain", "expose-all", *[f"compare {mb:g} MiB" for mb in args.fragment_mb]]
     rows = []
     print(f"{'job':<18} {'peak MB':>9} {'x plain':>8} {'wall s':>8} {'x plain':>8}  notes")
@@ -91,9 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<18} {s.peak_mb or 0:>9.0f} {s.mem_ratio or 0:>8.2f} {s.wall_s or 0:>8.1f} "
               f"{s.time_ratio or 0:>8.2f}  {notes}")
         rows.append({**s.__dict__, "extra": extras.get(name, {})})
-    if args.json:
-        args.json.write_text(json.dumps({"model": str(model), "rows": rows}, indent=2, default=str))
-    return 0
+    return rows
 
 
 if __name__ == "__main__":
