@@ -71,7 +71,7 @@ BACKENDS = {
 }
 DEFAULT_ATOL = 1e-5
 DEFAULT_RTOL = 1e-3
-DEFAULT_FRAGMENT_BYTES = 256 * 2**20
+DEFAULT_FRAGMENT_BYTES = 64 * 2**20
 _CHUNK = 1 << 20  # elements per step when computing figures, to bound temporaries
 _MAX_FRAGMENT_NODES = 64  # the largest fragment a local check re-runs
 
