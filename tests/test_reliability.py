@@ -283,3 +283,23 @@ def test_inspect_of_a_lazily_loaded_model_counts_no_external_data(tmp_path: Path
     summary = gk.summarize(model)
     assert summary.external_files == [] and summary.external_bytes == 0
     assert summary.initializer_bytes > 60_000
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["extract", "{m}", "{o}", "--inputs", "input.1", "--outputs", "output"],
+        ["expose", "{m}", "{o}", "--tensors", "output"],
+        ["edit", "{m}", "{o}", "--fixed", "input.1:0=1"],
+        ["edit", "{m}", "{o}", "--cleanup"],
+    ],
+    ids=["extract-everything", "expose-an-output", "edit-same-dim", "edit-cleanup-clean"],
+)
+def test_no_silent_no_ops(args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o.onnx"
+    filled = [a.format(m=fixture("whole_model.onnx"), o=out) for a in args]
+    code, _, err = _run(filled, capsys)
+    assert code == 2 and "nothing" in err and "--allow-noop" in err
+    assert not out.exists()
+    code, _, _ = _run([*filled, "--allow-noop"], capsys)
+    assert code == 0 and out.exists()
