@@ -24,8 +24,10 @@ import onnxruntime as ort
 
 from graphkit.errors import FeedError, RuntimeFailure, TensorNotFoundError, UsageError, not_found
 from graphkit.graph import GraphIndex
-from graphkit.model import Model
+from graphkit.io import external_ref
+from graphkit.model import Model, is_external, iter_tensors
 from graphkit.summary import TensorSig
+from graphkit.validate import require_sound
 
 if TYPE_CHECKING:
     from graphkit.split import Split
@@ -92,7 +94,9 @@ def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", thre
     options.log_severity_level = 3
     if threads:
         options.intra_op_num_threads = threads
-    if model.base_dir is not None and model.has_external_data:
+    if model.has_external_data:
+        _check_external_data(model)
+        assert model.base_dir is not None  # external_ref refuses external data without a folder
         options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(model.base_dir))
     try:
         return ort.InferenceSession(model.serialized(), options, providers=[full_provider])
@@ -101,6 +105,13 @@ def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", thre
             f"ONNX Runtime cannot load {model.name}: {_first_line(err)}",
             hint="run 'python -m graphkit check' on the model; custom-domain ops need their library",
         ) from err
+
+
+def _check_external_data(model: Model) -> None:
+    """Refuse external data outside the model's folder, missing or too short, before ONNX Runtime reads it."""
+    for tensor, where in iter_tensors(model.proto):
+        if is_external(tensor):
+            external_ref(model, tensor, where=where)
 
 
 def _first_line(err: BaseException) -> str:
@@ -559,7 +570,9 @@ def run_detailed(
         FeedError: A feed is unknown or of the wrong dtype/shape.
         TensorNotFoundError: An output name is no tensor of the main graph.
         RuntimeFailure: ONNX Runtime refuses the model or fails while running it.
+        InvalidModelError: The graph is broken (dangling input, cycle, duplicate producer, …).
     """
+    require_sound(model)
     all_feeds, notes = plan_feeds(
         input_specs(model), feeds, seed=seed, shapes=shapes, ranges=ranges, dims=dims, where=model.name
     )
