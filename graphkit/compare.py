@@ -67,7 +67,7 @@ log = logging.getLogger(__name__)
 BACKENDS = {
     "ort": "ONNX Runtime (all optimizations)",
     "ort-noopt": "ONNX Runtime (no optimizations)",
-    "reference": "onnx ReferenceEvaluator",
+    "reference": "onnx ReferenceEvaluator (spec fixes: graphkit.reference_ops)",
 }
 DEFAULT_ATOL = 1e-5
 DEFAULT_RTOL = 1e-3
@@ -681,9 +681,12 @@ def _execute_reference(model: Model, feeds: Mapping[str, np.ndarray], outputs: S
                        what: str) -> dict[str, np.ndarray]:
     from onnx.reference import ReferenceEvaluator
 
+    from graphkit import reference_ops
+
     proto = inline_proto(model) if model.has_external_data else model.proto
     try:
-        values = ReferenceEvaluator(proto).run(list(outputs), dict(feeds))
+        evaluator = ReferenceEvaluator(proto, new_ops=list(reference_ops.OVERRIDES))
+        values = evaluator.run(list(outputs), dict(feeds))
     except Exception as err:  # the evaluator raises whatever its kernels raise
         text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise RuntimeFailure(
