@@ -4,7 +4,10 @@
 the candidate's topological order:
 
 - one model on two backends: ONNX Runtime with all optimizations (the candidate) against ONNX
-  Runtime without optimizations or onnx's ReferenceEvaluator (the reference);
+  Runtime without optimizations or onnx's ReferenceEvaluator (the reference). The evaluator runs
+  with graphkit.reference_ops' spec-faithful kernels for the operators onnx 1.23 gets wrong
+  (BatchNormalization opsets 7-13, LRN, Softmax/LogSoftmax/Hardmax before opset 13), so it is an
+  independent second opinion rather than a source of false alarms;
 - two models (the first is the reference): tensors matched by name, by marker name, by a mapping,
   and graph outputs by position;
 - a model against reference values in an ``.npz`` keyed by tensor or marker name.
@@ -867,7 +870,8 @@ def compare(
         other: A second model, the candidate (edited, optimized, fp16, quantized).
         reference: Reference values (an ``.npz`` path or a mapping) keyed by tensor or marker name;
             graph inputs found there are used as feeds.
-        backend: The reference side's backend: "ort", "ort-noopt" or "reference".
+        backend: The reference side's backend: "ort", "ort-noopt" or "reference" (onnx's
+            ReferenceEvaluator with the kernels of graphkit.reference_ops).
         candidate_backend: The candidate side's backend.
         feeds: Input values by name; missing ones are generated from ``seed``.
         seed: Seed of generated inputs.

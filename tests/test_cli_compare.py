@@ -217,3 +217,13 @@ def test_compare_through_python_m(tmp_path: Path) -> None:
                            "--progress"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "PASSED" in done.stdout and "11/11 nodes" in done.stderr
+
+
+def test_compare_reference_backend_passes_on_light_squeezenet(capsys: pytest.CaptureFixture[str]) -> None:
+    """opset-9 Softmax on [1, 1000, 1, 1]: onnx's own kernel disagreed with ORT; graphkit's agrees."""
+    import onnx
+
+    light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
+    assert main(["compare", str(light), "--backend", "reference"]) == 0
+    out = capsys.readouterr().out
+    assert "graphkit.reference_ops" in out and "PASSED: 66 tensors" in out

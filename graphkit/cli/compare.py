@@ -2,7 +2,8 @@
 
 With one model and no reference, the model runs on ONNX Runtime with all optimizations (the candidate)
 against ONNX Runtime without optimizations (the reference; ``--backend reference`` uses onnx's
-ReferenceEvaluator). With two models, the first is the reference. With ``--reference``, the model runs
+ReferenceEvaluator, with spec-faithful kernels where onnx 1.23's deviate: BatchNormalization
+opsets 7-13, LRN, Softmax/LogSoftmax/Hardmax before opset 13). With two models, the first is the reference. With ``--reference``, the model runs
 against values in an .npz keyed by tensor or marker name. Exit 0 when every tensor is within
 tolerance, 1 when one is not.
 """
