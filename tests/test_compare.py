@@ -375,16 +375,19 @@ def test_shape_mismatch_is_a_failure_with_a_reason() -> None:
 # ---------------------------------------------------------------------------------- light models
 
 
-#: Light models shipped with onnx: (tensors compared, needs GRAPHKIT_SLOW=1). Times on 2 cores: alexnet 2 s,
-#: zfnet512 2-4 s, squeezenet 2-4 s, resnet50 4-8 s, shufflenet 2-5 s; inception_v1 10 s, vgg19 10 s,
-#: densenet121 12-16 s (mostly figures over 668 tensors), inception_v2 16-22 s (the evaluator's AveragePool).
+#: Light models shipped with onnx: (tensors compared, needs GRAPHKIT_SLOW=1). Seconds on 2 shared cores:
+#: bvlc_alexnet 2, zfnet512 3-5, squeezenet 2-3, resnet50 2-7, shufflenet 1-3 (default suite, ~15 s;
+#: between them they cover LRN, opset-9 Softmax and opset-9 BatchNormalization); inception_v1 10-11,
+#: vgg19 10-12, densenet121 12-16 (half of it computing figures over 668 tensors), inception_v2 16-24
+#: (the evaluator's AveragePool and Conv).
 LIGHT_MODELS = {"bvlc_alexnet": (24, False), "zfnet512": (22, False), "squeezenet": (66, False),
                 "resnet50": (176, False), "shufflenet": (203, False), "inception_v1": (143, True),
                 "vgg19": (46, True), "densenet121": (668, True), "inception_v2": (371, True)}
 SLOW = pytest.mark.skipif(not os.environ.get("GRAPHKIT_SLOW"), reason="10-20 s each; set GRAPHKIT_SLOW=1")
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[SLOW] if slow else []) for n, (_, slow) in LIGHT_MODELS.items()])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[SLOW] if slow else [])
+                                  for n, (_, slow) in LIGHT_MODELS.items()])
 def test_reference_evaluator_agrees_with_ort_on_light_models(name: str) -> None:
     """The corrected evaluator (graphkit.reference_ops) matches ONNX Runtime on every compared tensor.
 
