@@ -67,6 +67,17 @@ def main() -> None:
          expect=(2,))
     step("split whole_model into 3 fragments", "split", whole, str(out / "parts"), "--parts", "3", "--overwrite")
     step("chain-run the fragments against the whole model", "run-chain", str(out / "parts"), "--opt-level", "disable")
+    step("the seed's markers: Debug nodes become exposed Identity nodes", "markers", str(FIX / "debug_markers.onnx"),
+         str(out / "debug_identity.onnx"), "--overwrite")
+    step("record reference values by marker name", "run", str(out / "debug_identity.onnx"), "--opt-level", "disable",
+         "--save", str(out / "ref.npz"))
+    step("compare the marked model against them", "compare", str(FIX / "debug_markers.onnx"), "--reference",
+         str(out / "ref.npz"))
+    step("plant a bug deep inside whole_model (Add -> Sub)", "edit", whole, str(out / "planted.onnx"),
+         "--set-op-type", "/Add=Sub", "--overwrite")
+    step("compare finds the first node where the numbers go wrong (exit 1)", "compare", whole,
+         str(out / "planted.onnx"), expect=(1,))
+    step("diff says what changed (exit 1)", "diff", whole, str(out / "planted.onnx"), expect=(1,))
     step("a model with external weights", "inspect", str(FIX / "ext_weights" / "model.onnx"))
     step("… runs from where its weights lie", "run", str(FIX / "ext_weights" / "model.onnx"), "--shape", "x=4x64")
     step("an unknown file is one clear error (exit 2)", "inspect", str(out / "missing.onnx"), expect=(2,))

@@ -49,6 +49,7 @@ from graphkit.io import inline_proto
 from graphkit.model import Model
 from graphkit.run import input_specs, make_feeds
 from graphkit.run import run as ort_run
+from graphkit.validate import require_sound
 
 __all__ = [
     "BACKENDS",
@@ -905,6 +906,9 @@ def compare(
     if reference is not None and backend is not None:
         raise UsageError("--backend picks the reference side's backend; with --reference the reference is the file",
                          hint="use --candidate-backend to choose how the model runs")
+    for side in (model, other):
+        if side is not None:
+            require_sound(side)
     tol = Tolerance(atol, rtol)
     gen = _FeedOptions(seed, shapes, ranges, dims)
     cand = _Graph.of(other if other is not None else model, marker_spec)

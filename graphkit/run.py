@@ -483,6 +483,7 @@ class RunResult:
         run_seconds: Inference time.
         provider: The provider used.
         opt_level: The graph optimization level used.
+        inputs: The values fed (given or generated), by input name.
     """
 
     model: str
@@ -492,6 +493,7 @@ class RunResult:
     run_seconds: float
     provider: str
     opt_level: str
+    inputs: dict[str, np.ndarray] = field(default_factory=dict)
 
     def stats(self) -> list[TensorStats]:
         """Statistics of every output, in order."""
@@ -583,7 +585,8 @@ def run_detailed(
     values = _run_session(sess, wanted, all_feeds, model.name)
     done = time.perf_counter()
     result = {name: np.asarray(v) for name, v in zip(wanted, values)}
-    return RunResult(model.name, result, tuple(notes), loaded - start, done - loaded, provider, opt_level)
+    return RunResult(model.name, result, tuple(notes), loaded - start, done - loaded, provider, opt_level,
+                     dict(all_feeds))
 
 
 def _with_outputs(model: Model, outputs: Sequence[str] | None) -> tuple[Model, list[str]]:

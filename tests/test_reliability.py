@@ -197,10 +197,13 @@ VERBS: dict[str, Callable[[Path, Path], list[str]]] = {
     "expose": lambda m, out: ["expose", str(m), str(out / "r.onnx"), "--all"],
     "split": lambda m, out: ["split", str(m), str(out / "parts"), "--parts", "2"],
     "run": lambda m, out: ["run", str(m), "--save", str(out / "r.npz")],
+    "compare": lambda m, out: ["compare", str(m), "--save-report", str(out / "r.json")],
+    "markers": lambda m, out: ["markers", str(m), str(out / "r.onnx")],
+    "diff": lambda m, out: ["diff", str(m), str(fixture("whole_model.onnx"))],
     "merge": lambda m, out: ["merge", str(m), str(fixture("linear_func.onnx")), str(out / "r.onnx"),
                              "--connect", "output=a", "--prefixes", "a/", "b/"],
 }
-WRITES = {"toposort", "edit", "extract", "expose", "split", "run"}  # verbs whose single input's graph problems must stop the write
+WRITES = {"toposort", "edit", "extract", "expose", "split", "run", "compare"}  # verbs whose single input's graph problems must stop the write
 
 
 def _assert_refused(verb: str, make: Callable[[Path], tuple[Path, Needle]], tmp_path: Path,
