@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from graphkit.errors import UsageError
 from graphkit.graph import GraphIndex
@@ -272,7 +271,7 @@ class _GraphDiff:
                 if inner:
                     found.append(f"body {name!r}: {len(inner)} change(s)")
             elif attr.type == onnx.AttributeProto.TENSOR and old.type == attr.type:
-                text = self._values(numpy_helper.to_array(old.t), numpy_helper.to_array(attr.t))
+                text = self._values(tensor_value(self.a, old.t), tensor_value(self.b, attr.t))
                 if text:
                     found.append(f"attribute {name!r} {text}")
             elif old.SerializeToString(deterministic=True) != attr.SerializeToString(deterministic=True):

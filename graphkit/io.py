@@ -28,6 +28,7 @@ from onnx import numpy_helper
 from graphkit.errors import (
     CorruptModelError,
     ExternalDataError,
+    InvalidModelError,
     ModelNotFoundError,
     UnsafePathError,
     UsageError,
@@ -494,15 +495,35 @@ def read_external_bytes(model: Model, tensor: onnx.TensorProto) -> bytes:
 
 
 def tensor_value(model: Model, tensor: onnx.TensorProto) -> np.ndarray:
-    """The value of an initializer or tensor attribute, reading external data from disk if needed."""
+    """The value of an initializer or tensor attribute, reading external data from disk if needed.
+
+    Raises:
+        InvalidModelError: The tensor's stored data contradicts its dtype or shape.
+        ExternalDataError: Its external data is missing, outside the folder or too short.
+    """
     if not is_external(tensor):
-        return numpy_helper.to_array(tensor)
+        return _to_array(tensor, model)
     inline = onnx.TensorProto()
     inline.CopyFrom(tensor)
     del inline.external_data[:]
     inline.data_location = onnx.TensorProto.DEFAULT
     inline.raw_data = read_external_bytes(model, tensor)
-    return numpy_helper.to_array(inline)
+    return _to_array(inline, model)
+
+
+def _to_array(tensor: onnx.TensorProto, model: Model) -> np.ndarray:
+    try:
+        return numpy_helper.to_array(tensor)
+    except (ValueError, TypeError, KeyError) as err:
+        expected = tensor_nbytes(tensor)
+        held = f"{len(tensor.raw_data)} bytes" if tensor.HasField("raw_data") else "its data"
+        need = f" (shape {list(tensor.dims)} needs {expected} bytes)" if expected >= 0 else ""
+        raise InvalidModelError(
+            f"tensor {tensor.name!r} of {model.name}: {held} cannot be read as "
+            f"{onnx.TensorProto.DataType.Name(tensor.data_type) if tensor.data_type in onnx.TensorProto.DataType.values() else tensor.data_type}"
+            f"{need}: {err}",
+            hint="the file is corrupted or was edited by hand; export it again",
+        ) from err
 
 
 def inline_proto(model: Model) -> onnx.ModelProto:

@@ -145,7 +145,13 @@ class FeedSpec:
         """From a graph input's ValueInfoProto (an untyped input is taken as float32)."""
         sig = TensorSig.of(value)
         elem = value.type.tensor_type.elem_type
-        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else np.dtype("float32")
+        try:
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else np.dtype("float32")
+        except (KeyError, ValueError, TypeError) as err:
+            raise FeedError(
+                f"input {value.name!r} has element type {elem}, which numpy cannot hold",
+                hint="the model declares an unknown or unsupported dtype; fix the input's type",
+            ) from err
         return cls(sig.name, dtype, sig.shape)
 
     def shape_text(self) -> str:

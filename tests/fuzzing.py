@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 import graphkit as gk  # noqa: E402
 
 FIXTURES = ROOT / "fixtures"
-OPERATIONS = ("load", "check", "inspect", "toposort", "save", "extract", "split", "run")
+OPERATIONS = ("load", "check", "inspect", "toposort", "save", "extract", "expose", "split", "run", "compare", "diff")
 
 
 def fixture_files() -> list[Path]:
@@ -187,6 +187,9 @@ def _operations(path: Path, workdir: Path) -> dict[str, Callable[[], object]]:
         "extract": extract,
         "split": split,
         "run": lambda: gk.run(model(), seed=0),
+        "expose": lambda: gk.expose(model(), all_tensors=True),
+        "compare": lambda: gk.compare(model()),
+        "diff": lambda: gk.diff(gk.load(path.parent / "original.onnx"), model()),
     }
 
 
@@ -212,6 +215,7 @@ def exercise(case: int, source: Path, data: bytes, mutation: str, *, timeout: fl
                 shutil.copy(sibling, work / sibling.name)
         target = work / source.name
         target.write_bytes(data)
+        shutil.copy(source, work / "original.onnx")
         ops = _operations(target, work)
         for name in operations:
             try:
