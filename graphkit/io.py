@@ -310,12 +310,54 @@ def _parse(data: bytes, label: str) -> onnx.ModelProto:
             raise CorruptModelError(
                 f"{label}: a node ({node.name or 'unnamed'}) has no op_type", hint="the file is corrupted"
             )
-    bad = _first_non_utf8(proto)
+    bad = None if _all_text_utf8(data) else _first_non_utf8(proto)
     if bad is not None:
         raise CorruptModelError(
             f"{label}: {bad} is not valid UTF-8 text", hint="the file is corrupted; export or copy it again"
         )
     return proto
+
+
+_STRICT_PACKAGE = "graphkit_utf8_check"
+_strict_model_class: list[Any] = []
+
+
+def _all_text_utf8(data: bytes) -> bool:
+    """Whether every string field of the serialized model is valid UTF-8, checked at C speed.
+
+    ONNX's schema is proto2, whose parser accepts any bytes in string fields (protobuf then hands
+    out ``bytes`` instead of ``str`` for them, which breaks every name lookup). The same schema
+    declared proto3 makes the parser verify UTF-8, so parsing the bytes once more with it answers
+    the question without a Python pass over every name. False also when that parse fails for
+    another reason: the caller then looks for the bad name the slow way.
+    """
+    if not _strict_model_class:
+        _strict_model_class.append(_strict_model())
+    try:
+        _strict_model_class[0]().ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError):
+        return False
+    return True
+
+
+def _strict_model() -> Any:
+    """A ModelProto class of ONNX's schema declared proto3 (string fields UTF-8 verified)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    schema = descriptor_pb2.FileDescriptorProto()
+    onnx.ModelProto.DESCRIPTOR.file.CopyToProto(schema)
+    prefix = f".{schema.package}."
+    schema.name, schema.package, schema.syntax = f"{_STRICT_PACKAGE}.proto", _STRICT_PACKAGE, "proto3"
+    pending = list(schema.message_type)
+    while pending:
+        message = pending.pop()
+        pending.extend(message.nested_type)
+        for entry in message.field:
+            if entry.type_name.startswith(prefix):
+                entry.type_name = f".{_STRICT_PACKAGE}.{entry.type_name[len(prefix):]}"
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(schema)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_STRICT_PACKAGE}.ModelProto"))
 
 
 def _first_non_utf8(proto: onnx.ModelProto) -> str | None:
@@ -461,18 +503,31 @@ def resolve_location(base_dir: Path, location: str, *, context: str = "a tensor"
 
 def tensor_nbytes(tensor: onnx.TensorProto) -> int:
     """Bytes of the tensor's data in raw form, or -1 for strings and unknown dtypes."""
-    try:
-        np_dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
-    except (KeyError, ValueError, TypeError):
-        return -1
-    if tensor.data_type == onnx.TensorProto.STRING:
+    data_type = tensor.data_type
+    itemsize = _ITEMSIZES.get(data_type)
+    if itemsize is None:
+        itemsize = _ITEMSIZES[data_type] = _itemsize(data_type)
+    if itemsize < 0:
         return -1
     count = 1
     for d in tensor.dims:
         count *= int(d)
-    if tensor.data_type in _FOUR_BIT:
+    if data_type in _FOUR_BIT:
         return (count + 1) // 2
-    return count * np.dtype(np_dtype).itemsize
+    return count * itemsize
+
+
+_ITEMSIZES: dict[int, int] = {}
+
+
+def _itemsize(data_type: int) -> int:
+    """Bytes per element of an ONNX dtype, or -1 for strings and unknown dtypes."""
+    if data_type == onnx.TensorProto.STRING:
+        return -1
+    try:
+        return int(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type)).itemsize)
+    except (KeyError, ValueError, TypeError):
+        return -1
 
 
 _FOUR_BIT = {

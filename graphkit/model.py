@@ -85,11 +85,17 @@ def iter_graphs(graph: onnx.GraphProto, path: str = "") -> Iterator[tuple[onnx.G
     """
     yield graph, path or "main graph"
     for node in graph.node:
-        for attr in node.attribute:
+        attributes = node.attribute
+        if not attributes:  # (most nodes: skip them without building anything)
+            continue
+        for attr in attributes:
+            kind = attr.type
+            if kind != _GRAPH and kind != _GRAPHS:
+                continue
             label = f"{path + ' > ' if path else ''}node {node.name or node.op_type!r}.{attr.name}"
-            if attr.type == onnx.AttributeProto.GRAPH:
+            if kind == _GRAPH:
                 yield from iter_graphs(attr.g, label)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
+            else:
                 for i, sub in enumerate(attr.graphs):
                     yield from iter_graphs(sub, f"{label}[{i}]")
 
@@ -117,14 +123,25 @@ def iter_initializers(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
         yield from graph.initializer
 
 
+_GRAPH = onnx.AttributeProto.GRAPH
+_GRAPHS = onnx.AttributeProto.GRAPHS
+_TENSOR_KINDS = (onnx.AttributeProto.TENSOR, onnx.AttributeProto.TENSORS, onnx.AttributeProto.SPARSE_TENSOR)
+
+
 def _attribute_tensors(nodes: Iterable[onnx.NodeProto], where: str) -> Iterator[tuple[onnx.TensorProto, str]]:
     for node in nodes:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.TENSOR:
+        attributes = node.attribute
+        if not attributes:
+            continue
+        for attr in attributes:
+            kind = attr.type
+            if kind not in _TENSOR_KINDS:
+                continue
+            if kind == onnx.AttributeProto.TENSOR:
                 yield attr.t, where
-            elif attr.type == onnx.AttributeProto.TENSORS:
+            elif kind == onnx.AttributeProto.TENSORS:
                 for t in attr.tensors:
                     yield t, where
-            elif attr.type == onnx.AttributeProto.SPARSE_TENSOR:
+            else:
                 yield attr.sparse_tensor.values, where
                 yield attr.sparse_tensor.indices, where

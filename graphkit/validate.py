@@ -16,7 +16,7 @@ from typing import Any
 import onnx
 
 from graphkit.errors import CycleError, InvalidModelError, did_you_mean
-from graphkit.graph import GraphIndex, node_label, subgraphs
+from graphkit.graph import GraphIndex, node_label, subgraph_outer_reads, subgraphs
 from graphkit.io import tensor_nbytes
 from graphkit.model import Model
 
@@ -173,14 +173,18 @@ def _check_domains(proto: onnx.ModelProto, issues: list[Issue]) -> None:
         imported.add("ai.onnx")
     missing: dict[str, str] = {}
     for graph, where in _graphs(proto):
+        used = {node.domain for node in graph.node}
+        if used <= imported:  # (the usual case: no node to name)
+            continue
         for node in graph.node:
             domain = node.domain or ""
             if domain not in imported and domain not in missing:
                 missing[domain] = f"{node_label(node)} in {where}"
     for func in proto.functions:
+        func_domains = {o.domain for o in func.opset_import}
         for node in func.node:
             domain = node.domain or ""
-            if domain not in imported and domain not in {o.domain for o in func.opset_import} and domain not in missing:
+            if domain not in imported and domain not in func_domains and domain not in missing:
                 missing[domain] = f"{node_label(node)} in function {func.name!r}"
     for domain, first in missing.items():
         issues.append(
@@ -203,47 +207,35 @@ def _graphs(proto: onnx.ModelProto) -> Iterator[tuple[onnx.GraphProto, str]]:
 def _check_graph(graph: onnx.GraphProto, outer: frozenset[str], where: str, issues: list[Issue], *, top: bool) -> None:
     index = GraphIndex(graph, outer)
     defined_up_front = set(index.inputs) | set(index.initializers) | set(outer)
+    found_before = len(issues)
     _check_producers(graph, index, where, issues)
-    all_outputs = set(index.producer)
+    all_outputs = index.producer
     seen = set(defined_up_front)
+    seen.add("")  # (an empty name is an omitted optional input: nothing to check)
+    has_bodies = False
     for i, node in enumerate(graph.node):
-        label = node_label(node, i)
-        for pos, name in enumerate(node.input):
-            if not name or name in seen:
-                continue
-            if name in all_outputs:
-                producer = graph.node[index.producer[name]]
-                issues.append(
-                    Issue(
-                        "error",
-                        "unsorted",
-                        f"{label} reads input #{pos} {name!r} before {node_label(producer, index.producer[name])} produces it",
-                        where,
-                        node.name or label,
-                        name,
-                        "the nodes are not in execution order: run 'python -m graphkit toposort'",
-                    )
-                )
-            else:
-                issues.append(
-                    Issue(
-                        "error",
-                        "dangling-input",
-                        f"{label} reads input #{pos} {name!r}, which no node, graph input or initializer produces",
-                        where,
-                        node.name or label,
-                        name,
-                        _dangling_hint(name, seen | all_outputs),
-                    )
-                )
-        for sub in subgraphs(node):
-            inner_outer = frozenset(outer | set(index.inputs) | set(index.initializers) | all_outputs)
-            _check_graph(sub, inner_outer, f"{where} > {label}.{sub.name or 'body'}", issues, top=False)
-        seen.update(o for o in node.output if o)
-    try:
-        index.topological_order()
-    except CycleError as err:
-        issues.append(Issue("error", "cycle", err.message, where, hint=err.hint))
+        inputs = node.input
+        if not seen.issuperset(inputs):  # (one C-level test per node; details only on a problem)
+            _check_node_inputs(graph, index, i, seen, where, issues)
+        if node.attribute:
+            bodies = subgraphs(node)
+            if bodies:
+                has_bodies = True
+                inner_outer = frozenset(outer | set(index.inputs) | set(index.initializers) | set(all_outputs))
+                label = node_label(node, i)
+                for sub in bodies:
+                    _check_graph(sub, inner_outer, f"{where} > {label}.{sub.name or 'body'}", issues, top=False)
+        seen.update(node.output)
+    # Without bodies, duplicate producers or outer names redefined here, a graph whose every node reads
+    # only what is defined before it (no issue so far) is in execution order, hence acyclic.
+    sorted_by_construction = (
+        len(issues) == found_before and not has_bodies and (not outer or outer.isdisjoint(all_outputs))
+    )
+    if not sorted_by_construction:
+        try:
+            index.topological_order()
+        except CycleError as err:
+            issues.append(Issue("error", "cycle", err.message, where, hint=err.hint))
     for out in graph.output:
         if out.name not in all_outputs and out.name not in defined_up_front:
             issues.append(
@@ -262,6 +254,42 @@ def _check_graph(graph: onnx.GraphProto, outer: frozenset[str], where: str, issu
         _check_unused(graph, index, where, issues)
 
 
+def _check_node_inputs(
+    graph: onnx.GraphProto, index: GraphIndex, i: int, seen: set[str], where: str, issues: list[Issue]
+) -> None:
+    """Report each input of node ``i`` that nothing defines before it (unsorted or dangling)."""
+    node = graph.node[i]
+    label = node_label(node, i)
+    for pos, name in enumerate(node.input):
+        if name in seen:
+            continue
+        if name in index.producer:
+            producer = graph.node[index.producer[name]]
+            issues.append(
+                Issue(
+                    "error",
+                    "unsorted",
+                    f"{label} reads input #{pos} {name!r} before {node_label(producer, index.producer[name])} produces it",
+                    where,
+                    node.name or label,
+                    name,
+                    "the nodes are not in execution order: run 'python -m graphkit toposort'",
+                )
+            )
+        else:
+            issues.append(
+                Issue(
+                    "error",
+                    "dangling-input",
+                    f"{label} reads input #{pos} {name!r}, which no node, graph input or initializer produces",
+                    where,
+                    node.name or label,
+                    name,
+                    _dangling_hint(name, (seen | set(index.producer)) - {""}),
+                )
+            )
+
+
 _TYPED_FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data")
 #: More elements than any real tensor has: 2^40 (a tera-element).
 ABSURD_ELEMENTS = 2**40
@@ -277,17 +305,17 @@ def _check_tensor_data(graph: onnx.GraphProto, where: str, issues: list[Issue]) 
 
 def tensor_data_problem(tensor: onnx.TensorProto) -> str | None:
     """Why a tensor's stored data contradicts its dims and dtype, or None when consistent."""
-    if any(d < 0 for d in tensor.dims):
-        return f"negative dim in shape {list(tensor.dims)}"
     count = 1
     for d in tensor.dims:
-        count *= int(d)
+        if d < 0:
+            return f"negative dim in shape {list(tensor.dims)}"
+        count *= d
     if count > ABSURD_ELEMENTS:
         return f"shape {list(tensor.dims)} has an absurd number of elements ({count})"
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
         return None  # checked against the file when loaded
-    expected = tensor_nbytes(tensor)
     if tensor.HasField("raw_data"):
+        expected = tensor_nbytes(tensor)
         if expected >= 0 and len(tensor.raw_data) != expected:
             return f"holds {len(tensor.raw_data)} bytes but shape {list(tensor.dims)} of its dtype needs {expected}"
         return None
@@ -324,48 +352,53 @@ def _dangling_hint(name: str, known: set[str]) -> str:
 
 
 def _check_producers(graph: onnx.GraphProto, index: GraphIndex, where: str, issues: list[Issue]) -> None:
-    owners: dict[str, str] = {n: "graph input" for n in index.inputs}
+    owners: dict[str, str | int] = {n: "graph input" for n in index.inputs}  # (an int: the producing node)
     for name in index.initializers:
         owners.setdefault(name, "initializer")
     node_names: set[str] = set()
     for i, node in enumerate(graph.node):
-        label = node_label(node, i)
-        if node.name:
-            if node.name in node_names:
+        name = node.name
+        if name:
+            if name in node_names:
                 issues.append(
                     Issue(
                         "warning",
                         "duplicate-node-name",
-                        f"two nodes are named {node.name!r}",
+                        f"two nodes are named {name!r}",
                         where,
-                        node.name,
+                        name,
                         hint="rename one so edits and reports can tell them apart",
                     )
                 )
-            node_names.add(node.name)
-        for name in node.output:
-            if not name:
+            node_names.add(name)
+        for out in node.output:
+            if not out:
                 continue
-            if name in owners:
+            if out in owners:
+                label = node_label(node, i)
+                owner = owners[out]
                 issues.append(
                     Issue(
                         "error",
                         "duplicate-producer",
-                        f"{label} produces {name!r}, which {owners[name]} already produces",
+                        f"{label} produces {out!r}, which "
+                        f"{node_label(graph.node[owner], owner) if isinstance(owner, int) else owner} already produces",
                         where,
                         node.name or label,
-                        name,
+                        out,
                         "every tensor must have exactly one producer: rename one of the outputs",
                     )
                 )
             else:
-                owners[name] = label
+                owners[out] = i
 
 
 def _check_unused(graph: onnx.GraphProto, index: GraphIndex, where: str, issues: list[Issue]) -> None:
     outputs = set(index.outputs)
+    inputs = set(index.inputs)
+    read = _read_names(graph)
     for name in index.initializers:
-        if name not in index.consumers and name not in outputs and name not in set(index.inputs):
+        if name not in read and name not in outputs and name not in inputs:
             issues.append(
                 Issue(
                     "warning",
@@ -377,7 +410,7 @@ def _check_unused(graph: onnx.GraphProto, index: GraphIndex, where: str, issues:
                 )
             )
     for name in index.inputs:
-        if name not in index.consumers and name not in outputs:
+        if name not in read and name not in outputs:
             issues.append(
                 Issue(
                     "warning",
@@ -388,6 +421,18 @@ def _check_unused(graph: onnx.GraphProto, index: GraphIndex, where: str, issues:
                     hint="remove it with 'python -m graphkit edit … --cleanup' if it is not needed",
                 )
             )
+
+
+def _read_names(graph: onnx.GraphProto) -> set[str]:
+    """Every name the graph's nodes read, their bodies' outer-scope reads included."""
+    read: set[str] = set()
+    for node in graph.node:
+        read.update(node.input)
+        if node.attribute:
+            for sub in subgraphs(node):
+                read |= subgraph_outer_reads(sub)
+    read.discard("")
+    return read
 
 
 # ---------------------------------------------------------------------------------------- toposort
