@@ -236,6 +236,7 @@ class _Graph:
         self.inputs: list[str] = [v.name for v in self.graph.input]
         self.input_set = set(self.inputs)
         self.outputs: list[str] = [v.name for v in self.graph.output]
+        self.output_set = set(self.outputs)
         self._reads: dict[int, list[str]] = {}
 
     def reads(self, i: int) -> list[str]:
@@ -645,7 +646,7 @@ def _infer_somehow(
     """
     if cut_nodes is not None and all(n in stops for n in cut_inputs):
         reads = {r for i in cut_nodes for r in g.reads(i)}
-        inits = [t for t in g.graph.initializer if t.name in reads]
+        inits = _kept_initializers(g, reads)
         return _inferred_types(g, names, (g.nodes[i] for i in cut_nodes), stops, inits)
     last = max((g.producer[n] for n in names if n in g.producer), default=-1)
     found = _inferred_prefix(g, names, last + 1, stops)
@@ -653,7 +654,7 @@ def _infer_somehow(
     if missing:
         region = _ancestors(g, missing, set(stops))
         nodes = sorted({g.producer[n] for n in region if n in g.producer and n not in stops})
-        inits = [t for t in g.graph.initializer if t.name in region]
+        inits = _kept_initializers(g, region)
         found |= _inferred_types(g, missing, (g.nodes[i] for i in nodes), stops, inits)
     return found
 
@@ -765,6 +766,11 @@ def extract_with_report(
             keeping only those needed).
         outputs: The tensors that become the graph outputs (default: the model's graph outputs).
         check: Validate the result (onnx.checker and graphkit's checks) before returning it.
+            onnx.checker's full check (strict shape inference) runs when a boundary type was
+            stated (by the user, ONNX Runtime, or the source's value_info of an intermediate);
+            when every boundary type was inferred from the kept nodes themselves or declared by
+            the source for its own inputs and outputs, its plain check runs (strict inference
+            would re-derive the source's own types from unchanged copies of its nodes).
         types: Types for boundary tensors, by name: a ``TensorType``, a dtype name, or a
             ``(dtype, shape)`` pair. They take precedence over what is inferred.
         observe: When value_info and shape inference cannot type a boundary tensor, run the source
@@ -799,11 +805,12 @@ def extract_with_report(
     proto, reordered = _build_extracted(g, cut, wanted_in, wanted_out, typing.types)
     result = model.derive(proto)
     if check:
-        check_or_raise(result, what="the extracted model")
+        strict = _needs_strict_check(g, typing, wanted_in + wanted_out)
+        check_or_raise(result, what="the extracted model", full_check=strict)
     notes = list(typing.notes)
     if reordered:
         notes.append("the source's nodes were not in execution order; the kept nodes were sorted")
-    kept = [g.initializers[n] for n in g.initializers if n in cut.initializers]
+    kept = [g.initializers[n] for n in cut.initializers if n in g.initializers]
     return Extraction(
         model=result,
         nodes=len(proto.graph.node),
@@ -816,6 +823,27 @@ def extract_with_report(
         typed_by={n: typing.source.get(n, "model") for n in dict.fromkeys(wanted_in + wanted_out)},
         notes=tuple(notes),
     )
+
+
+def _needs_strict_check(g: _Graph, typing: _Typing, boundary: Sequence[str]) -> bool:
+    """Whether the result needs onnx.checker's strict shape inference, not only its plain check.
+
+    The result's nodes are unchanged copies of the source's. When every boundary type is one that
+    shape inference derived from those very nodes, or one the source itself declares for its own
+    graph inputs, outputs and initializers, strict inference on the result would re-derive exactly
+    the source's types: it cannot find a conflict that extraction made. It is needed when a boundary
+    type was stated instead: given by the user, observed in ONNX Runtime, or taken from the value_info
+    the source declares for an intermediate tensor (which may be stale); a conflict there would make
+    the result fail in ONNX Runtime, so the full check must find it first.
+    """
+    for name in boundary:
+        how = typing.source.get(name, "model")
+        if how in ("user", "runtime"):
+            return True
+        declared_io = name in g.input_set or name in g.output_set or name in g.initializers or name in g.sparse
+        if how == "model" and not declared_io:
+            return True
+    return False
 
 
 def _build_extracted(
@@ -837,7 +865,7 @@ def _build_extracted(
     if hasattr(src, "metadata_props"):
         graph.metadata_props.extend(src.metadata_props)
     graph.node.extend(g.nodes[i] for i in cut.nodes)
-    graph.initializer.extend(t for t in src.initializer if t.name in cut.initializers)
+    graph.initializer.extend(_kept_initializers(g, cut.initializers))
     graph.sparse_initializer.extend(s for s in src.sparse_initializer if s.values.name in cut.initializers)
     originals_in = {v.name: v for v in src.input}
     originals_out = {v.name: v for v in src.output}
@@ -854,17 +882,25 @@ def _build_extracted(
                 graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
     for name in outputs:
         graph.output.append(_value_info(name, types[name], originals_out.get(name) or originals_in.get(name)))
-    boundary = given | set(outputs)
-    kept_tensors = {o for i in cut.nodes for o in g.nodes[i].output if o} | cut.initializers
-    graph.value_info.extend(v for v in src.value_info if v.name in kept_tensors and v.name not in boundary)
-    graph.quantization_annotation.extend(
-        q for q in src.quantization_annotation if q.tensor_name in kept_tensors or q.tensor_name in boundary
-    )
+    if len(src.value_info) or len(src.quantization_annotation):
+        boundary = given | set(outputs)
+        kept_tensors = {o for i in cut.nodes for o in g.nodes[i].output if o} | cut.initializers
+        graph.value_info.extend(v for v in src.value_info if v.name in kept_tensors and v.name not in boundary)
+        graph.quantization_annotation.extend(
+            q for q in src.quantization_annotation if q.tensor_name in kept_tensors or q.tensor_name in boundary
+        )
     proto.functions.extend(_used_functions(source, graph))
     reordered = not _in_order(g, cut.nodes)
     if reordered:
         toposort_proto(proto)
     return proto, reordered
+
+
+def _kept_initializers(g: _Graph, names: set[str]) -> list[onnx.TensorProto]:
+    """The main graph's initializers named in ``names``, in source order."""
+    if len(g.initializers) != len(g.graph.initializer):  # (duplicate names: keep every copy, as the source has)
+        return [t for t in g.graph.initializer if t.name in names]
+    return [t for name, t in g.initializers.items() if name in names]
 
 
 def _used_functions(source: onnx.ModelProto, graph: onnx.GraphProto) -> list[onnx.FunctionProto]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, EncodeError
 from onnx import numpy_helper
 
 from graphkit.errors import (
@@ -608,10 +608,18 @@ def save(
         raise WriteError(f"cannot write {dest}: it is a folder", hint="give a file name ending in .onnx")
     proto = onnx.ModelProto()
     proto.CopyFrom(model.proto)
-    borrowed = sum(external_ref(model, t).length for t in proto.graph.initializer if is_borrowed(t))
+    has_external = any(is_external(t) for t, _ in iter_tensors(proto))
+    borrowed = 0
+    if has_external:
+        borrowed = sum(external_ref(model, t).length for t in proto.graph.initializer if is_borrowed(t))
+    serialized: bytes | None = None  # (the bytes to write, when serializing was how the size was learnt)
     if external is None:
-        really_external = any(is_external(t) and not is_borrowed(t) for t, _ in iter_tensors(proto))
-        external = really_external or proto.ByteSize() + borrowed > INLINE_LIMIT
+        if has_external:
+            really_external = any(is_external(t) and not is_borrowed(t) for t, _ in iter_tensors(proto))
+            external = really_external or proto.ByteSize() + borrowed > INLINE_LIMIT
+        else:
+            serialized = _serialize(proto)
+            external = serialized is None or len(serialized) > INLINE_LIMIT
     data_name = location or f"{dest.stem}.data"
     if external:
         resolve_location(folder, data_name, context=f"saving {dest}")
@@ -623,8 +631,10 @@ def save(
         elif borrowed:
             proto = _write_spliced(model, proto, tmp_model, dest)
         else:
-            _inline_external(model, proto)
-            _write_proto(proto, tmp_model, dest)
+            if has_external:
+                _inline_external(model, proto)
+                serialized = None
+            _write_proto(proto, tmp_model, dest, serialized)
     log.info("wrote %s%s", dest, f" and {data_name}" if external else "")
     return Model(proto, folder.resolve(), dest)
 
@@ -689,6 +699,15 @@ def _write_spliced(model: Model, proto: onnx.ModelProto, tmp: Path, dest: Path) 
     return result
 
 
+def _serialize(proto: onnx.ModelProto) -> bytes | None:
+    """The proto's bytes, or None when it is too large for one protobuf message."""
+    try:
+        data = proto.SerializeToString()
+    except (ValueError, EncodeError):
+        return None
+    return data if len(data) <= PROTOBUF_LIMIT else None
+
+
 def _inline_one(model: Model, tensor: onnx.TensorProto) -> None:
     data = read_external_bytes(model, tensor)
     del tensor.external_data[:]
@@ -697,14 +716,16 @@ def _inline_one(model: Model, tensor: onnx.TensorProto) -> None:
     _unborrow(tensor)
 
 
-def _write_proto(proto: onnx.ModelProto, tmp: Path, dest: Path) -> None:
-    if proto.ByteSize() > PROTOBUF_LIMIT:
+def _write_proto(proto: onnx.ModelProto, tmp: Path, dest: Path, serialized: bytes | None = None) -> None:
+    """Write ``proto`` (``serialized``: its bytes, when already known)."""
+    data = serialized if serialized is not None else _serialize(proto)
+    if data is None:
         raise WriteError(
             f"cannot write {dest}: the graph alone exceeds protobuf's 2 GiB limit",
             hint="save with external data (external=True / --external-data)",
         )
     with open(tmp, "wb") as handle:
-        handle.write(proto.SerializeToString())
+        handle.write(data)
 
 
 def _inline_external(model: Model, proto: onnx.ModelProto) -> None:

@@ -105,16 +105,42 @@ def iter_tensors(proto: onnx.ModelProto) -> Iterator[tuple[onnx.TensorProto, str
 
     Covers the main graph, subgraphs and local functions; each with a short description of where it is.
     """
-    graphs = list(iter_graphs(proto.graph))
-    for graph, where in graphs:
-        for tensor in graph.initializer:
-            yield tensor, where
-        for sparse in graph.sparse_initializer:
-            yield sparse.values, where
-            yield sparse.indices, where
-        yield from _attribute_tensors(graph.node, where)
+    yield from _graph_tensors(proto.graph, "")
     for func in proto.functions:
         yield from _attribute_tensors(func.node, f"function {func.domain}::{func.name}")
+
+
+def _graph_tensors(graph: onnx.GraphProto, path: str) -> Iterator[tuple[onnx.TensorProto, str]]:
+    """The tensors of ``graph`` then of its subgraphs in ``iter_graphs`` order, in one pass over its nodes."""
+    where = path or "main graph"
+    for tensor in graph.initializer:
+        yield tensor, where
+    for sparse in graph.sparse_initializer:
+        yield sparse.values, where
+        yield sparse.indices, where
+    bodies: list[tuple[onnx.GraphProto, str]] = []
+    for node in graph.node:
+        attributes = node.attribute
+        if not attributes:
+            continue
+        for attr in attributes:
+            kind = attr.type
+            if kind == onnx.AttributeProto.TENSOR:
+                yield attr.t, where
+            elif kind == onnx.AttributeProto.TENSORS:
+                for t in attr.tensors:
+                    yield t, where
+            elif kind == onnx.AttributeProto.SPARSE_TENSOR:
+                yield attr.sparse_tensor.values, where
+                yield attr.sparse_tensor.indices, where
+            elif kind in (_GRAPH, _GRAPHS):
+                label = f"{path + ' > ' if path else ''}node {node.name or node.op_type!r}.{attr.name}"
+                if kind == _GRAPH:
+                    bodies.append((attr.g, label))
+                else:
+                    bodies.extend((sub, f"{label}[{i}]") for i, sub in enumerate(attr.graphs))
+    for body, label in bodies:
+        yield from _graph_tensors(body, label)
 
 
 def iter_initializers(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
