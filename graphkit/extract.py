@@ -226,10 +226,12 @@ class _Graph:
     def __init__(self, model: Model) -> None:
         self.model = model
         self.graph = model.graph
-        self.nodes = self.graph.node
+        self.nodes: list[onnx.NodeProto] = list(self.graph.node)  # (a list indexes faster than the proto's)
         nodes = self.nodes
         # reversed, so that the first producer of a name wins (a model with two is invalid anyway)
-        self.producer: dict[str, int] = {o: i for i in range(len(nodes) - 1, -1, -1) for o in nodes[i].output}
+        self.producer: dict[str, int] = {
+            o: i for i, node in zip(range(len(nodes) - 1, -1, -1), reversed(nodes)) for o in node.output
+        }
         self.producer.pop("", None)
         self.initializers: dict[str, onnx.TensorProto] = {t.name: t for t in self.graph.initializer}
         self.sparse: dict[str, onnx.SparseTensorProto] = {s.values.name: s for s in self.graph.sparse_initializer}
@@ -244,8 +246,10 @@ class _Graph:
         found = self._reads.get(i)
         if found is None:
             node = self.nodes[i]
-            found = [n for n in node.input if n]
-            if len(node.attribute):
+            found = list(node.input)
+            if "" in found:
+                found = [n for n in found if n]
+            if node.attribute:
                 for sub in subgraphs(node):
                     found.extend(sorted(subgraph_outer_reads(sub) - set(found)))
             self._reads[i] = found
@@ -324,6 +328,7 @@ def _cut(g: _Graph, inputs: Sequence[str], outputs: Sequence[str]) -> _Cut:
     missing: list[str] = []
     seen: set[str] = set()
     stack = list(reversed(outputs))
+    producer, known, sparse, reads = g.producer, g.initializers, g.sparse, g.reads  # (locals: a hot loop)
     while stack:
         name = stack.pop()
         if name in seen:
@@ -332,12 +337,12 @@ def _cut(g: _Graph, inputs: Sequence[str], outputs: Sequence[str]) -> _Cut:
         if name in given:
             used.add(name)
             continue
-        i = g.producer.get(name)
+        i = producer.get(name)
         if i is not None:
             if i not in needed:
                 needed.add(i)
-                stack.extend(reversed(g.reads(i)))
-        elif name in g.initializers or name in g.sparse:
+                stack.extend(reversed(reads(i)))
+        elif name in known or name in sparse:
             initializers.add(name)
         else:
             missing.append(name)
@@ -607,18 +612,15 @@ class _Typing:
     notes: list[str]
 
 
-def _inferred_prefix(
-    g: _Graph, names: Sequence[str], count: int, stops: Mapping[str, onnx.TypeProto]
-) -> dict[str, onnx.TypeProto]:
-    """Shape-infer ``names`` on the model cut after its first ``count`` nodes (C-level copies only)."""
-    proto = onnx.ModelProto()
-    proto.CopyFrom(g.model.proto)
-    graph = proto.graph
-    del graph.node[count:]
-    del graph.output[:]
-    declared = set(g.inputs)
-    graph.input.extend(_value_info(n, tp) for n, tp in stops.items() if n not in declared)
-    return _run_inference(proto, names)
+def _names_read(g: _Graph, stop: int) -> set[str]:
+    """Every name the first ``stop`` nodes read (their bodies' outer-scope reads included)."""
+    nodes = g.nodes[:stop]
+    read = {name for node in nodes for name in node.input}
+    if any(node.attribute for node in nodes):
+        for i, node in enumerate(nodes):
+            if node.attribute:
+                read.update(g.reads(i))
+    return read
 
 
 def _run_inference(proto: onnx.ModelProto, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
@@ -648,8 +650,11 @@ def _infer_somehow(
         reads = {r for i in cut_nodes for r in g.reads(i)}
         inits = _kept_initializers(g, reads)
         return _inferred_types(g, names, (g.nodes[i] for i in cut_nodes), stops, inits)
+    # The nodes up to the last producer, with only the initializers they read: inference costs
+    # about as much per initializer as per node, so the ones downstream would double its time.
     last = max((g.producer[n] for n in names if n in g.producer), default=-1)
-    found = _inferred_prefix(g, names, last + 1, stops)
+    prefix_inits = _kept_initializers(g, _names_read(g, last + 1))
+    found = _inferred_types(g, names, g.nodes[: last + 1], stops, prefix_inits)
     missing = [n for n in names if n not in found]
     if missing:
         region = _ancestors(g, missing, set(stops))

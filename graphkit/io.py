@@ -50,6 +50,7 @@ __all__ = [
     "inline_proto",
     "load",
     "load_bytes",
+    "raw_nbytes",
     "save",
     "tensor_nbytes",
     "tensor_value",
@@ -503,15 +504,19 @@ def resolve_location(base_dir: Path, location: str, *, context: str = "a tensor"
 
 def tensor_nbytes(tensor: onnx.TensorProto) -> int:
     """Bytes of the tensor's data in raw form, or -1 for strings and unknown dtypes."""
-    data_type = tensor.data_type
+    count = 1
+    for d in tensor.dims:
+        count *= int(d)
+    return raw_nbytes(tensor.data_type, count)
+
+
+def raw_nbytes(data_type: int, count: int) -> int:
+    """Bytes of ``count`` elements of ONNX dtype ``data_type`` in raw form, or -1 for strings and unknown dtypes."""
     itemsize = _ITEMSIZES.get(data_type)
     if itemsize is None:
         itemsize = _ITEMSIZES[data_type] = _itemsize(data_type)
     if itemsize < 0:
         return -1
-    count = 1
-    for d in tensor.dims:
-        count *= int(d)
     if data_type in _FOUR_BIT:
         return (count + 1) // 2
     return count * itemsize

@@ -57,7 +57,16 @@ class Model:
     @property
     def has_external_data(self) -> bool:
         """Whether any tensor's data lives in an external file."""
-        return any(is_external(t) for t, _ in iter_tensors(self.proto))
+        external = onnx.TensorProto.EXTERNAL
+        for graph, where in iter_graphs(self.proto.graph):  # (as iter_tensors, but no generator per initializer)
+            if external in [t.data_location for t in graph.initializer]:
+                return True
+            for sparse in graph.sparse_initializer:
+                if is_external(sparse.values) or is_external(sparse.indices):
+                    return True
+            if any(is_external(t) for t, _ in _attribute_tensors(graph.node, where)):
+                return True
+        return any(is_external(t) for func in self.proto.functions for t, _ in _attribute_tensors(func.node, ""))
 
     def serialized(self) -> bytes:
         """The ModelProto's bytes (external weights stay references)."""

@@ -17,7 +17,7 @@ import onnx
 
 from graphkit.errors import CycleError, InvalidModelError, did_you_mean
 from graphkit.graph import GraphIndex, node_label, subgraph_outer_reads, subgraphs
-from graphkit.io import tensor_nbytes
+from graphkit.io import raw_nbytes
 from graphkit.model import Model
 
 __all__ = ["Issue", "Report", "check_or_raise", "toposort", "toposort_proto", "validate"]
@@ -375,7 +375,7 @@ def tensor_data_problem(tensor: onnx.TensorProto) -> str | None:
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
         return None  # checked against the file when loaded
     if tensor.HasField("raw_data"):
-        expected = tensor_nbytes(tensor)
+        expected = raw_nbytes(tensor.data_type, count)
         if expected >= 0 and len(tensor.raw_data) != expected:
             return f"holds {len(tensor.raw_data)} bytes but shape {list(tensor.dims)} of its dtype needs {expected}"
         return None
