@@ -933,10 +933,11 @@ def _used_functions(source: onnx.ModelProto, graph: onnx.GraphProto) -> list[onn
 def _in_order(g: _Graph, nodes: Sequence[int]) -> bool:
     """Whether the kept nodes, in source order, read only what an earlier kept node (or no node) makes."""
     kept = set(nodes)
+    producer, reads = g.producer, g.reads
     for i in nodes:
-        for name in g.reads(i):
-            p = g.producer.get(name)
-            if p is not None and p in kept and p >= i:
+        for name in reads(i):
+            p = producer.get(name)
+            if p is not None and p >= i and p in kept:
                 return False
     return True
 
