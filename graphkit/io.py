@@ -36,6 +36,7 @@ from graphkit.errors import (
 from graphkit.model import (
     BORROWED_KEY,
     Model,
+    has_external_data,
     is_borrowed,
     is_external,
     iter_graphs,
@@ -613,7 +614,7 @@ def save(
         raise WriteError(f"cannot write {dest}: it is a folder", hint="give a file name ending in .onnx")
     proto = onnx.ModelProto()
     proto.CopyFrom(model.proto)
-    has_external = any(is_external(t) for t, _ in iter_tensors(proto))
+    has_external = has_external_data(proto)
     borrowed = 0
     if has_external:
         borrowed = sum(external_ref(model, t).length for t in proto.graph.initializer if is_borrowed(t))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import onnx
 
-__all__ = ["BORROWED_KEY", "Model", "is_borrowed", "is_external", "iter_graphs", "iter_initializers", "iter_tensors"]
+__all__ = ["BORROWED_KEY", "Model", "has_external_data", "is_borrowed", "is_external", "iter_graphs", "iter_initializers", "iter_tensors"]
 
 #: Marks (in TensorProto.metadata_props) an inline weight that ``graphkit.load`` left in the model file:
 #: its external-data entries point into the .onnx file itself, and saving writes it inline again.
@@ -57,20 +57,25 @@ class Model:
     @property
     def has_external_data(self) -> bool:
         """Whether any tensor's data lives in an external file."""
-        external = onnx.TensorProto.EXTERNAL
-        for graph, where in iter_graphs(self.proto.graph):  # (as iter_tensors, but no generator per initializer)
-            if external in [t.data_location for t in graph.initializer]:
-                return True
-            for sparse in graph.sparse_initializer:
-                if is_external(sparse.values) or is_external(sparse.indices):
-                    return True
-            if any(is_external(t) for t, _ in _attribute_tensors(graph.node, where)):
-                return True
-        return any(is_external(t) for func in self.proto.functions for t, _ in _attribute_tensors(func.node, ""))
+        return has_external_data(self.proto)
 
     def serialized(self) -> bytes:
         """The ModelProto's bytes (external weights stay references)."""
         return self.proto.SerializeToString()
+
+
+def has_external_data(proto: onnx.ModelProto) -> bool:
+    """Whether any tensor of ``proto`` (as ``iter_tensors`` finds them) keeps its data in an external file."""
+    external = onnx.TensorProto.EXTERNAL
+    for graph, where in iter_graphs(proto.graph):  # (no generator step per initializer: graphs have 10^4)
+        if external in [t.data_location for t in graph.initializer]:
+            return True
+        for sparse in graph.sparse_initializer:
+            if is_external(sparse.values) or is_external(sparse.indices):
+                return True
+        if any(is_external(t) for t, _ in _attribute_tensors(graph.node, where)):
+            return True
+    return any(is_external(t) for func in proto.functions for t, _ in _attribute_tensors(func.node, ""))
 
 
 def is_external(tensor: onnx.TensorProto) -> bool:
