@@ -631,7 +631,15 @@ def _run_inference(proto: onnx.ModelProto, names: Sequence[str]) -> dict[str, on
         log.info("shape inference failed (%s); trying other ways to type the boundary", err)
         return {}
     wanted = set(names)
-    return {v.name: v.type for v in inferred.graph.value_info if v.name in wanted and _has_dtype(v.type)}
+    found: dict[str, onnx.TypeProto] = {}
+    infos = inferred.graph.value_info
+    for k in range(len(infos) - 1, -1, -1):  # (from the end: the wanted names are usually produced last)
+        value = infos[k]
+        if value.name in wanted and value.name not in found and _has_dtype(value.type):
+            found[value.name] = value.type
+            if len(found) == len(wanted):
+                break
+    return found
 
 
 def _infer_somehow(
