@@ -54,7 +54,32 @@ def main() -> None:
          str(out / "model_dynamic_0.onnx"), "--dynamic", "in:0=batch")
     step("inspect the seed's branchy conv net", "inspect", str(FIX / "whole_model.onnx"))
     step("toposort it (already sorted: unchanged)", "toposort", str(FIX / "whole_model.onnx"), str(out / "sorted.onnx"))
+    whole = str(FIX / "whole_model.onnx")
+    step("extract the middle of it", "extract", whole, str(out / "middle.onnx"),
+         "--inputs", "/convs1/convs1.2/Conv_output_0", "--outputs", "/convs4/convs4.0/Conv_output_0")
+    step("an open cut is refused, naming the leak (exit 2)", "extract", whole, str(out / "bad.onnx"),
+         "--inputs", "/convs2/convs2.1/Conv_output_0", "--outputs", "output", expect=(2,))
+    step("expose the Add's output", "expose", whole, str(out / "more.onnx"), "--op-types", "Add")
+    step("run it with seeded inputs", "run", str(out / "more.onnx"), "--seed", "1")
+    step("the seed's dynamic axes: a batch of 2 fits model_dynamic_0", "run", str(FIX / "model_dynamic_0.onnx"),
+         "--shape", "in=2x3x10x10")
+    step("… but not model_static (exit 2)", "run", str(FIX / "model_static.onnx"), "--shape", "in=2x3x10x10",
+         expect=(2,))
+    step("split whole_model into 3 fragments", "split", whole, str(out / "parts"), "--parts", "3", "--overwrite")
+    step("chain-run the fragments against the whole model", "run-chain", str(out / "parts"), "--opt-level", "disable")
+    step("the seed's markers: Debug nodes become exposed Identity nodes", "markers", str(FIX / "debug_markers.onnx"),
+         str(out / "debug_identity.onnx"), "--overwrite")
+    step("record reference values by marker name", "run", str(out / "debug_identity.onnx"), "--opt-level", "disable",
+         "--save", str(out / "ref.npz"))
+    step("compare the marked model against them", "compare", str(FIX / "debug_markers.onnx"), "--reference",
+         str(out / "ref.npz"))
+    step("plant a bug deep inside whole_model (Add -> Sub)", "edit", whole, str(out / "planted.onnx"),
+         "--set-op-type", "/Add=Sub", "--overwrite")
+    step("compare finds the first node where the numbers go wrong (exit 1)", "compare", whole,
+         str(out / "planted.onnx"), expect=(1,))
+    step("diff says what changed (exit 1)", "diff", whole, str(out / "planted.onnx"), expect=(1,))
     step("a model with external weights", "inspect", str(FIX / "ext_weights" / "model.onnx"))
+    step("… runs from where its weights lie", "run", str(FIX / "ext_weights" / "model.onnx"), "--shape", "x=4x64")
     step("an unknown file is one clear error (exit 2)", "inspect", str(out / "missing.onnx"), expect=(2,))
     print(f"\ntour finished; outputs are in {out}")
 

@@ -7,6 +7,8 @@ through ONNX Runtime, and find the node where its numbers go wrong.
 from __future__ import annotations
 
 from graphkit.build import GraphBuilder, parse_model
+from graphkit.compare import Comparison, Divergence, MarkerResult, TensorDiff, Tolerance, compare, markers
+from graphkit.diff import Change, ModelDiff, diff
 from graphkit.edit import (
     bypass_node,
     cleanup,
@@ -69,8 +71,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ChainResult",
+    "Change",
+    "Comparison",
     "CorruptModelError",
     "CycleError",
+    "Divergence",
     "EditError",
     "Exposure",
     "ExternalDataError",
@@ -81,7 +86,9 @@ __all__ = [
     "GraphkitError",
     "InvalidModelError",
     "Issue",
+    "MarkerResult",
     "Model",
+    "ModelDiff",
     "ModelNotFoundError",
     "NameNotFoundError",
     "NoChangeError",
@@ -92,8 +99,10 @@ __all__ = [
     "RuntimeFailure",
     "Split",
     "Summary",
+    "TensorDiff",
     "TensorNotFoundError",
     "TensorType",
+    "Tolerance",
     "UnsafePathError",
     "UsageError",
     "WriteError",
@@ -101,7 +110,9 @@ __all__ = [
     "apply_recipe",
     "bypass_node",
     "cleanup",
+    "compare",
     "constant_to_input",
+    "diff",
     "expose",
     "expose_with_report",
     "extract",
@@ -115,6 +126,7 @@ __all__ = [
     "load_recipe",
     "load_split",
     "make_feeds",
+    "markers",
     "merge",
     "parse_model",
     "remove_attribute",

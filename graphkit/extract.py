@@ -35,7 +35,7 @@ from graphkit.graph import node_label, subgraph_outer_reads, subgraphs
 from graphkit.io import tensor_nbytes
 from graphkit.model import Model, iter_graphs
 from graphkit.summary import TensorSig
-from graphkit.validate import check_or_raise, toposort_proto
+from graphkit.validate import check_or_raise, require_sound, toposort_proto
 
 __all__ = [
     "Exposure",
@@ -1000,6 +1000,7 @@ def expose_with_report(
         UsageError: Nothing to expose, or a type cannot be found.
         InvalidModelError: ``check`` is set and the result fails validation.
     """
+    require_sound(model)
     g = _Graph(model)
     names = _select(g, tensors, op_types, all_tensors)
     present = set(g.outputs)

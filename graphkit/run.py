@@ -24,8 +24,10 @@ import onnx
 
 from graphkit.errors import FeedError, RuntimeFailure, TensorNotFoundError, UsageError, not_found
 from graphkit.graph import GraphIndex
-from graphkit.model import Model
+from graphkit.io import external_ref
+from graphkit.model import Model, is_external, iter_tensors
 from graphkit.summary import TensorSig
+from graphkit.validate import require_sound
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -96,7 +98,9 @@ def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", thre
     options.log_severity_level = 3
     if threads:
         options.intra_op_num_threads = threads
-    if model.base_dir is not None and model.has_external_data:
+    if model.has_external_data:
+        _check_external_data(model)
+        assert model.base_dir is not None  # external_ref refuses external data without a folder
         options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(model.base_dir))
     try:
         return ort.InferenceSession(model.serialized(), options, providers=[full_provider])
@@ -112,6 +116,13 @@ def _onnxruntime() -> ModuleType:
     import onnxruntime
 
     return onnxruntime
+
+
+def _check_external_data(model: Model) -> None:
+    """Refuse external data outside the model's folder, missing or too short, before ONNX Runtime reads it."""
+    for tensor, where in iter_tensors(model.proto):
+        if is_external(tensor):
+            external_ref(model, tensor, where=where)
 
 
 def _first_line(err: BaseException) -> str:
@@ -483,6 +494,7 @@ class RunResult:
         run_seconds: Inference time.
         provider: The provider used.
         opt_level: The graph optimization level used.
+        inputs: The values fed (given or generated), by input name.
     """
 
     model: str
@@ -492,6 +504,7 @@ class RunResult:
     run_seconds: float
     provider: str
     opt_level: str
+    inputs: dict[str, np.ndarray] = field(default_factory=dict)
 
     def stats(self) -> list[TensorStats]:
         """Statistics of every output, in order."""
@@ -570,7 +583,9 @@ def run_detailed(
         FeedError: A feed is unknown or of the wrong dtype/shape.
         TensorNotFoundError: An output name is no tensor of the main graph.
         RuntimeFailure: ONNX Runtime refuses the model or fails while running it.
+        InvalidModelError: The graph is broken (dangling input, cycle, duplicate producer, …).
     """
+    require_sound(model)
     all_feeds, notes = plan_feeds(
         input_specs(model), feeds, seed=seed, shapes=shapes, ranges=ranges, dims=dims, where=model.name
     )
@@ -581,7 +596,8 @@ def run_detailed(
     values = _run_session(sess, wanted, all_feeds, model.name)
     done = time.perf_counter()
     result = {name: np.asarray(v) for name, v in zip(wanted, values)}
-    return RunResult(model.name, result, tuple(notes), loaded - start, done - loaded, provider, opt_level)
+    return RunResult(model.name, result, tuple(notes), loaded - start, done - loaded, provider, opt_level,
+                     dict(all_feeds))
 
 
 def _with_outputs(model: Model, outputs: Sequence[str] | None) -> tuple[Model, list[str]]:

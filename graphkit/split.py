@@ -45,7 +45,7 @@ from graphkit.errors import (
 from graphkit.graph import GraphIndex, node_label, subgraphs
 from graphkit.model import Model, is_external, iter_graphs, iter_tensors
 from graphkit.summary import TensorSig
-from graphkit.validate import check_or_raise
+from graphkit.validate import check_or_raise, require_sound
 
 __all__ = ["MANIFEST", "Fragment", "Port", "Split", "load_split", "split", "write_split"]
 
@@ -261,6 +261,7 @@ def split(
     if (at is None) == (parts is None):
         raise UsageError("give either cut tensors (at / --at) or a number of parts (parts / --parts)",
                          hint="e.g. --at /convs1/convs1.2/Conv_output_0, or --parts 3")
+    require_sound(model)
     index = GraphIndex(model.graph)
     order = index.topological_order()
     if not order:

@@ -10,7 +10,7 @@ import onnx
 
 from graphkit.graph import node_label
 from graphkit.io import tensor_nbytes
-from graphkit.model import Model, is_external, iter_graphs, iter_tensors
+from graphkit.model import Model, is_borrowed, is_external, iter_graphs, iter_tensors
 
 __all__ = ["Summary", "TensorSig", "dtype_name", "shape_of", "summarize"]
 
@@ -119,7 +119,7 @@ def summarize(model: Model) -> Summary:
         size = tensor_nbytes(tensor)
         weights += max(size, 0)
     for tensor, _ in iter_tensors(proto):
-        if is_external(tensor):
+        if is_external(tensor) and not is_borrowed(tensor):
             entries = {e.key: e.value for e in tensor.external_data}
             files[entries.get("location", "?")] = None
             external += max(tensor_nbytes(tensor), 0)

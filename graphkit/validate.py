@@ -20,7 +20,7 @@ from graphkit.graph import GraphIndex, node_label, subgraph_outer_reads, subgrap
 from graphkit.io import raw_nbytes
 from graphkit.model import Model
 
-__all__ = ["Issue", "Report", "check_or_raise", "toposort", "toposort_proto", "validate"]
+__all__ = ["Issue", "Report", "check_or_raise", "require_sound", "toposort", "toposort_proto", "validate"]
 
 _CWD_LOCK = threading.Lock()
 
@@ -140,6 +140,33 @@ def check_or_raise(model: Model, *, what: str = "the result", full_check: bool =
     raise InvalidModelError(
         f"{what} would be invalid: " + "; ".join(i.message for i in first) + more,
         hint=first[0].hint or "run 'python -m graphkit check' on the input for details",
+    )
+
+
+def require_sound(model: Model, *, allow: tuple[str, ...] = ("unsorted",)) -> None:
+    """Refuse a model whose graph is broken (graphkit's structural checks only, no onnx.checker).
+
+    Verbs that work on the whole model (run, expose, split) call this first, so the error names the
+    real problem (a dangling input, a cycle, a duplicate producer, an impossible shape) rather than a
+    consequence of it.
+
+    Args:
+        model: The model to look at.
+        allow: Issue codes that do not stop the verb (by default, an unsorted graph).
+
+    Raises:
+        InvalidModelError: naming the first problems found and pointing at ``check``.
+    """
+    issues: list[Issue] = []
+    _check_domains(model.proto, issues)
+    _check_graph(model.proto.graph, frozenset(), "main graph", issues, top=False)
+    errors = [i for i in issues if i.severity == "error" and i.code not in allow]
+    if not errors:
+        return
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    raise InvalidModelError(
+        f"{model.name} is invalid: {errors[0].message}{more}",
+        hint=(errors[0].hint or "") + f"; 'python -m graphkit check {model.path or 'MODEL'}' lists every problem",
     )
 
 

@@ -95,3 +95,19 @@ def test_python_dash_m_graphkit_run(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["outputs"][0]["name"] == "output" and data["outputs"][0]["shape"] == [1, 3, 10, 10]
+
+
+def test_save_keeps_inputs_and_outputs_so_compare_needs_nothing_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from graphkit.cli import main
+
+    ref = tmp_path / "ref.npz"
+    assert main(["markers", str(fixture("debug_markers.onnx")), str(tmp_path / "id.onnx")]) == 0
+    assert main(["run", str(tmp_path / "id.onnx"), "--seed", "5", "--opt-level", "disable", "--save", str(ref)]) == 0
+    saved = np.load(ref)
+    assert {"input", "output", "/Debug_0_output_0"} <= set(saved.files)
+    capsys.readouterr()
+    assert main(["compare", str(fixture("debug_markers.onnx")), "--reference", str(ref)]) == 0
+    captured = capsys.readouterr()
+    assert "PASSED" in captured.out and "no value for input" not in captured.err

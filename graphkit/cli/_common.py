@@ -6,10 +6,11 @@ import argparse
 from pathlib import Path
 
 from graphkit import io
+from graphkit.errors import NoChangeError
 from graphkit.model import Model
 from graphkit.validate import check_or_raise
 
-__all__ = ["add_output_options", "load", "write_model"]
+__all__ = ["add_noop_option", "add_output_options", "load", "refuse_noop", "write_model"]
 
 
 def load(path: str) -> Model:
@@ -31,9 +32,22 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
                         help="write even if the result fails validation (not recommended)")
 
 
-def write_model(model: Model, output: str, args: argparse.Namespace, *inputs: str | None) -> Model:
-    """Validate (unless --no-check) and write atomically, refusing to replace an input unless --overwrite."""
+def write_model(model: Model, output: str, args: argparse.Namespace, *inputs: str | None,
+                validated: bool = False) -> Model:
+    """Validate (unless --no-check or ``validated``) and write atomically; refuse to replace an input unless --overwrite."""
     io.check_output_path(output, *inputs, overwrite=getattr(args, "overwrite", False))
-    if getattr(args, "check", True):
+    if getattr(args, "check", True) and not validated:
         check_or_raise(model, what=f"the model for {output}")
     return io.save(model, Path(output), external=getattr(args, "external", None))
+
+
+def add_noop_option(parser: argparse.ArgumentParser) -> None:
+    """--allow-noop: accept an operation that changes nothing (otherwise exit 2)."""
+    parser.add_argument("--allow-noop", action="store_true",
+                        help="write the result even if it is the unchanged input")
+
+
+def refuse_noop(args: argparse.Namespace, message: str, hint: str) -> None:
+    """Raise NoChangeError (exit 2) for an operation that changes nothing, unless --allow-noop."""
+    if not getattr(args, "allow_noop", False):
+        raise NoChangeError(message, hint=f"{hint}, or pass --allow-noop to write it anyway")

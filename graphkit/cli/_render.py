@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["error", "json_out", "table", "text", "warn"]
+__all__ = ["error", "json_out", "progress", "progress_done", "table", "text", "warn"]
 
 
 def text(message: str = "", *, end: str = "\n") -> None:
@@ -54,3 +54,15 @@ def table(rows: Sequence[Sequence[Any]], header: Sequence[str] | None = None, *,
         text(pad + "  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip())
         if header and n == 0:
             text(pad + "  ".join("-" * w for w in widths))
+
+
+def progress(done: int, total: int) -> None:
+    """Show ``done/total`` nodes on standard error, rewriting one line."""
+    sys.stderr.write(f"\rgraphkit: {done}/{total} nodes ({100 * done // max(total, 1)}%)")
+    sys.stderr.flush()
+
+
+def progress_done() -> None:
+    """End a progress line."""
+    sys.stderr.write("\n")
+    sys.stderr.flush()

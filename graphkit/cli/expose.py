@@ -28,6 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="never run ONNX Runtime to observe the types of the tensors")
     p.add_argument("--json", action="store_true", help="print what was added as JSON")
     _common.add_output_options(p)
+    _common.add_noop_option(p)
     p.set_defaults(func=run)
 
 
@@ -35,8 +36,11 @@ def run(args: argparse.Namespace) -> int:
     model = _common.load(args.input)
     tensors, types = split_specs(model, args.tensors)
     report = expose_with_report(model, tensors or [], op_types=args.op_types, all_tensors=args.all_tensors,
-                                check=False, types=types, observe=args.observe)
-    saved = _common.write_model(report.model, args.output, args, args.input)
+                                check=args.check, types=types, observe=args.observe)
+    if not report.added:
+        _common.refuse_noop(args, "nothing to expose: every tensor asked for is a graph output already",
+                            "name intermediate tensors")
+    saved = _common.write_model(report.model, args.output, args, args.input, validated=True)
     for name in report.already_outputs:
         _render.warn(f"{name!r} is a graph output already; left as it is")
     for note in report.notes:

@@ -28,6 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="never run ONNX Runtime to observe the types of boundary tensors")
     p.add_argument("--json", action="store_true", help="print what was kept as JSON")
     _common.add_output_options(p)
+    _common.add_noop_option(p)
     p.set_defaults(func=run)
 
 
@@ -60,9 +61,12 @@ def run(args: argparse.Namespace) -> int:
     model = _common.load(args.input)
     inputs, in_types = split_specs(model, args.inputs)
     outputs, out_types = split_specs(model, args.outputs)
-    report = extract_with_report(model, inputs, outputs, check=False, types=in_types | out_types,
+    report = extract_with_report(model, inputs, outputs, check=args.check, types=in_types | out_types,
                                  observe=args.observe)
-    saved = _common.write_model(report.model, args.output, args, args.input)
+    if _keeps_everything(model, report.model):
+        _common.refuse_noop(args, f"this extraction changes nothing: it keeps all of {model.name}, every node, the same inputs and outputs",
+                            "choose inner tensors with --inputs/--outputs")
+    saved = _common.write_model(report.model, args.output, args, args.input, validated=True)
     for name in report.unused_inputs:
         _render.warn(f"input {name!r} is not needed to compute the outputs; it is kept as an unused input")
     for note in report.notes:
@@ -76,6 +80,18 @@ def run(args: argparse.Namespace) -> int:
     _render.table([("input", s.name, s.dtype, s.shape_text()) for s in report.inputs]
                   + [("output", s.name, s.dtype, s.shape_text()) for s in report.outputs], indent=2)
     return 0
+
+
+def _keeps_everything(source: Model, result: Model) -> bool:
+    def names(values: object) -> set[str]:
+        return {v.name for v in values}  # type: ignore[attr-defined]
+
+    return (
+        len(result.graph.node) == len(source.graph.node)
+        and names(result.graph.input) - {t.name for t in result.graph.initializer}
+        == names(source.graph.input) - {t.name for t in source.graph.initializer}
+        and names(result.graph.output) == names(source.graph.output)
+    )
 
 
 def raise_usage() -> None:

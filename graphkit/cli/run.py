@@ -20,7 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_runtime_options(p)
     p.add_argument("--output", action="append", default=None, metavar="NAME",
                    help="return this tensor (a graph output, or an intermediate tensor to expose); repeatable")
-    p.add_argument("--save", metavar="OUT.npz", help="save the outputs to an .npz, keyed by name")
+    p.add_argument("--save", metavar="OUT.npz",
+                   help="save the inputs fed and the outputs to an .npz, keyed by name (a complete reference for compare)")
     p.add_argument("--overwrite", action="store_true", help="allow --save to replace an input file")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         dims=parsed.dims, provider=args.provider, opt_level=args.opt_level, threads=args.threads,
     )
     if args.save:
-        save_arrays(args.save, result.outputs)
+        save_arrays(args.save, {**result.inputs, **result.outputs})
     if args.json:
         data = result.to_dict()
         data["saved"] = args.save

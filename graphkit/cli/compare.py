@@ -1,0 +1,200 @@
+"""compare A.onnx [B.onnx] [--backend …] [--reference ref.npz]: per-tensor errors and the first divergence.
+
+With one model and no reference, the model runs on ONNX Runtime with all optimizations (the candidate)
+against ONNX Runtime without optimizations (the reference; ``--backend reference`` uses onnx's
+ReferenceEvaluator). With two models, the first is the reference. With ``--reference``, the model runs
+against values in an .npz keyed by tensor or marker name. Exit 0 when every tensor is within
+tolerance, 1 when one is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from graphkit import io
+from graphkit.cli import _common, _render
+from graphkit.cli._feeds import add_feed_options, feed_args
+from graphkit.compare import (
+    BACKENDS,
+    DEFAULT_ATOL,
+    DEFAULT_FRAGMENT_BYTES,
+    DEFAULT_RTOL,
+    Comparison,
+    TensorDiff,
+    Tolerance,
+    compare,
+    load_mapping,
+)
+from graphkit.errors import UsageError
+from graphkit.run import input_specs
+
+#: Above this many tensors, the table shows failures, markers and outputs only (``--all`` shows all).
+_TABLE_LIMIT = 40
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="compare every tensor on two backends, two models or reference values",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="the .onnx file (the reference when a second model is given)")
+    p.add_argument("other", nargs="?", help="a second .onnx file to compare against the first")
+    p.add_argument("--backend", choices=sorted(BACKENDS),
+                   help="the reference side's backend (default: ort-noopt for one model, ort for two)")
+    p.add_argument("--candidate-backend", choices=sorted(BACKENDS), default="ort",
+                   help="the candidate side's backend (default: ort, all optimizations)")
+    p.add_argument("--reference", metavar="NPZ", help="reference values keyed by tensor or marker name")
+    add_feed_options(p)
+    p.add_argument("--atol", action="append", default=[], metavar="[NAME=]FLOAT",
+                   help=f"absolute tolerance, globally or per tensor/marker/glob (default {DEFAULT_ATOL:g})")
+    p.add_argument("--rtol", action="append", default=[], metavar="[NAME=]FLOAT",
+                   help=f"relative tolerance, globally or per tensor/marker/glob (default {DEFAULT_RTOL:g})")
+    p.add_argument("--map", dest="mapping", metavar="JSON",
+                   help='names that differ between the two models: {"name_in_A": "name_in_B"}')
+    p.add_argument("--tensor", dest="tensors", action="append", metavar="NAME",
+                   help="compare only this tensor, marker or glob pattern (repeatable)")
+    p.add_argument("--constants", action="store_true",
+                   help="also compare tensors computed from weights alone (ConstantOfShape, folded shapes)")
+    p.add_argument("--marker-domain", default="my", help="the marker nodes' domain (default my)")
+    p.add_argument("--marker-op", default="Debug", help="the marker nodes' op type (default Debug)")
+    p.add_argument("--marker-attr", default="name", help="the attribute holding a marker's name (default name)")
+    p.add_argument("--fragment-mb", type=float, default=DEFAULT_FRAGMENT_BYTES / 2**20,
+                   help="about how many MiB of tensors each fragment run exposes (bounds memory)")
+    p.add_argument("--local-checks", type=int, default=64,
+                   help="re-run at most this many failing nodes on reference inputs (local vs inherited)")
+    p.add_argument("--all", dest="show_all", action="store_true", help="list every tensor, however many")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show progress on standard error (default: when it is a terminal)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--save-report", metavar="JSON", help="also write the JSON report to this file")
+    p.set_defaults(func=run)
+
+
+def _tolerances(args: argparse.Namespace) -> tuple[float, float, dict[str, Tolerance]]:
+    atol, per_atol = _parse_tol(args.atol, "--atol", DEFAULT_ATOL)
+    rtol, per_rtol = _parse_tol(args.rtol, "--rtol", DEFAULT_RTOL)
+    names = list(dict.fromkeys([*per_atol, *per_rtol]))
+    return atol, rtol, {n: Tolerance(per_atol.get(n, atol), per_rtol.get(n, rtol)) for n in names}
+
+
+def _parse_tol(items: Sequence[str], flag: str, default: float) -> tuple[float, dict[str, float]]:
+    value, per = default, {}
+    for item in items:
+        name, sep, text = item.rpartition("=")
+        try:
+            number = float(text)
+        except ValueError as err:
+            raise UsageError(f"{flag} {item!r}: {text!r} is not a number",
+                             hint=f"write {flag} 1e-5 or {flag} NAME=1e-3") from err
+        if number < 0 or math.isnan(number):
+            raise UsageError(f"{flag} {item!r}: tolerances must be >= 0", hint=f"write {flag} 1e-5")
+        if sep:
+            per[name] = number
+        else:
+            value = number
+    return value, per
+
+
+def run(args: argparse.Namespace) -> int:
+    atol, rtol, per_tensor = _tolerances(args)
+    if args.fragment_mb <= 0:
+        raise UsageError(f"--fragment-mb {args.fragment_mb:g} must be positive", hint="e.g. --fragment-mb 256")
+    report_path = None
+    inputs = [args.model, args.other, args.reference, args.mapping]
+    model = _common.load(args.model)
+    other = _common.load(args.other) if args.other else None
+    names = [spec.name for spec in input_specs(model)]
+    parsed = feed_args(args, names, model.name)
+    if parsed.files:
+        inputs += list(parsed.files)
+    if args.mapping and other is None:
+        raise UsageError("--map needs two models", hint="compare A.onnx B.onnx --map mapping.json")
+    if args.save_report:
+        report_path = io.check_output_path(args.save_report, *inputs)
+    show_progress = sys.stderr.isatty() if args.progress is None else args.progress
+    result = compare(
+        model, other, reference=args.reference, backend=args.backend, candidate_backend=args.candidate_backend,
+        feeds=parsed.feeds, seed=args.seed, shapes=parsed.shapes, ranges=parsed.ranges, dims=parsed.dims, atol=atol, rtol=rtol, tolerances=per_tensor,
+        mapping=load_mapping(args.mapping) if args.mapping else None, tensors=args.tensors,
+        constants=args.constants, marker_spec=(args.marker_domain, args.marker_op, args.marker_attr),
+        fragment_bytes=int(args.fragment_mb * 2**20), local_checks=args.local_checks,
+        progress=_render.progress if show_progress else None,
+    )
+    if show_progress:
+        _render.progress_done()
+    data = result.to_dict()
+    if report_path is not None:
+        with io.atomic_output(report_path) as tmp:
+            tmp.write_text(json.dumps(data, indent=2) + "\n")
+    if args.json:
+        _render.json_out(data)
+    else:
+        _print(result, show_all=args.show_all)
+    return 0 if result.passed else 1
+
+
+def _num(value: float) -> str:
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf"
+    return f"{value:.2e}" if value else "0"
+
+
+def _row(t: TensorDiff) -> list[Any]:
+    status = "ok" if t.passed else "FAIL" + (f" {t.origin}" if t.origin else "")
+    shape = "x".join(str(d) for d in t.shape) or "scalar"
+    return [t.label, t.op_type, t.dtype, shape, _num(t.max_abs), _num(t.max_rel), _num(t.mean_abs), _num(t.mse),
+            f"{t.cosine:.6f}" if math.isfinite(t.cosine) else "nan", f"{100 * t.out_of_tolerance:.1f}%",
+            _num(t.needed_atol), _num(t.needed_rtol), status]
+
+
+_HEADER = ["tensor", "op", "dtype", "shape", "max_abs", "max_rel", "mean_abs", "MSE", "cosine", "out",
+           "min_atol", "min_rtol", "status"]
+
+
+def _print(result: Comparison, *, show_all: bool) -> None:
+    _render.text(f"reference  {result.reference}")
+    _render.text(f"candidate  {result.candidate}")
+    tensors = list(result.tensors)
+    shown = tensors
+    if len(tensors) > _TABLE_LIMIT and not show_all:
+        shown = [t for t in tensors if not t.passed or t.marker]
+        _render.text(f"({len(tensors) - len(shown)} passing tensors not listed; --all lists them)")
+    _render.table([_row(t) for t in shown], _HEADER)
+    for t in tensors:
+        if t.reason:
+            _render.text(f"  {t.label}: {t.reason}")
+        elif t.nan[0] or t.inf[0]:
+            _render.text(f"  {t.label}: {t.nan[0]} NaN and {t.inf[0]} Inf on both sides")
+    for note in result.notes:
+        _render.warn(note)
+    failed = result.failed
+    tol = result.tolerance
+    if result.passed:
+        _render.text(f"PASSED: {len(tensors)} tensors within atol {tol.atol:g}, rtol {tol.rtol:g}")
+        return
+    local = sum(1 for t in failed if t.origin == "local")
+    inherited = sum(1 for t in failed if t.origin == "inherited")
+    _render.text(f"FAILED: {len(failed)} of {len(tensors)} tensors out of tolerance "
+                 f"({local} local, {inherited} inherited)")
+    div = result.first_divergence
+    if div is None:
+        return
+    marker = f" [marker {div.marker}]" if div.marker else ""
+    _render.text(f"first divergence: node {div.node!r} ({div.op_type}) -> {div.tensor!r}{marker}, "
+                 f"max abs error {_num(div.max_abs)}")
+    _render.text(f"  inputs: {', '.join(repr(i) for i in div.inputs if i)}")
+    if len(div.fragment) > 1:
+        _render.text(f"  re-ran the fragment {', '.join(repr(n) for n in div.fragment)} on the reference inputs")
+    if div.local is True:
+        _render.text(f"  local: re-run on the reference side's inputs it still diverges "
+                     f"(max abs {_num(div.local_max_abs or 0.0)}); this node is where the numbers go wrong")
+    elif div.local is False:
+        _render.text(f"  inherited: re-run on the reference side's inputs it agrees "
+                     f"(max abs {_num(div.local_max_abs or 0.0)}); the error comes from its inputs")
+    else:
+        _render.text("  local check not run (no reference values for its inputs nearby)")

@@ -1,0 +1,1266 @@
+"""Per-tensor accuracy comparison, the first node where numbers diverge, and marker nodes.
+
+``compare`` runs the same inputs through two sides and compares every tensor both sides have, in
+the candidate's topological order:
+
+- one model on two backends: ONNX Runtime with all optimizations (the candidate) against ONNX
+  Runtime without optimizations or onnx's ReferenceEvaluator (the reference);
+- two models (the first is the reference): tensors matched by name, by marker name, by a mapping,
+  and graph outputs by position;
+- a model against reference values in an ``.npz`` keyed by tensor or marker name.
+
+Memory stays bounded: each side is run fragment by fragment (consecutive nodes in topological order,
+each fragment exposing a bounded number of bytes); a tensor's figures are computed as soon as both
+sides have it, and its arrays are dropped unless a later local check needs them.
+
+The first tensor out of tolerance names the *first divergence*. Its node (or the smallest fragment
+ending at it whose inputs the reference side knows) is re-run on the candidate side with the reference
+side's inputs: if it still diverges, the error is *local* to that node; otherwise it is *inherited*.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import logging
+import math
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from graphkit.errors import (
+    FeedError,
+    NameNotFoundError,
+    RuntimeFailure,
+    TensorNotFoundError,
+    UsageError,
+    not_found,
+)
+from graphkit.graph import GraphIndex
+from graphkit.io import inline_proto
+from graphkit.model import Model
+from graphkit.run import input_specs, make_feeds
+from graphkit.run import run as ort_run
+from graphkit.validate import require_sound
+
+__all__ = [
+    "BACKENDS",
+    "Comparison",
+    "Divergence",
+    "MarkerResult",
+    "TensorDiff",
+    "Tolerance",
+    "compare",
+    "load_mapping",
+    "load_reference",
+    "markers",
+    "tensor_figures",
+]
+
+log = logging.getLogger(__name__)
+
+#: Backends a model side can run on.
+BACKENDS = {
+    "ort": "ONNX Runtime (all optimizations)",
+    "ort-noopt": "ONNX Runtime (no optimizations)",
+    "reference": "onnx ReferenceEvaluator",
+}
+DEFAULT_ATOL = 1e-5
+DEFAULT_RTOL = 1e-3
+DEFAULT_FRAGMENT_BYTES = 64 * 2**20
+_CHUNK = 1 << 20  # elements per step when computing figures, to bound temporaries
+_MAX_FRAGMENT_NODES = 64  # the largest fragment a local check re-runs
+
+Progress = Callable[[int, int], None]
+
+
+# ------------------------------------------------------------------------------------------ results
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """A tensor passes when ``|candidate - reference| <= atol + rtol * |reference|`` everywhere."""
+
+    atol: float = DEFAULT_ATOL
+    rtol: float = DEFAULT_RTOL
+
+    def to_dict(self) -> dict[str, float]:
+        """A JSON-ready dict."""
+        return {"atol": self.atol, "rtol": self.rtol}
+
+
+@dataclass(frozen=True)
+class TensorDiff:
+    """The figures of one tensor compared on both sides.
+
+    Attributes:
+        name: The tensor's name in the candidate.
+        reference_name: Its name on the reference side (an npz key, or a tensor of the first model).
+        marker: The marker's name, when the tensor is a marker's output.
+        node: The node producing it in the candidate ("" for graph inputs).
+        op_type: That node's operator.
+        dtype: The candidate's dtype (``float16/float32`` when the sides differ).
+        shape: The candidate's shape.
+        reference_shape: The reference's shape (differs only on a shape mismatch).
+        max_abs: Largest absolute error over elements finite on both sides.
+        max_rel: Largest relative error ``|c - r| / |r|`` (inf where r is 0 and c is not).
+        mean_abs: Mean absolute error.
+        mse: Mean squared error.
+        cosine: Cosine similarity of the flattened tensors (1.0 for two zero tensors).
+        out_of_tolerance: Share of elements out of tolerance (0..1), NaN/Inf mismatches included.
+        needed_atol: The smallest atol that would pass with this rtol.
+        needed_rtol: The smallest rtol that would pass with this atol.
+        nan: NaN counts (candidate, reference).
+        inf: Inf counts (candidate, reference).
+        tolerance: The tolerance applied.
+        passed: Whether the tensor is within tolerance.
+        origin: For a failed tensor: "local" (its node diverges on reference inputs), "inherited", or
+            None when not checked.
+        local_max_abs: The max abs error of the node re-run on the reference side's inputs.
+        reason: Why it failed when not by tolerance (shape mismatch, NaN/Inf mismatch).
+    """
+
+    name: str
+    reference_name: str
+    marker: str | None
+    node: str
+    op_type: str
+    dtype: str
+    shape: tuple[int, ...]
+    reference_shape: tuple[int, ...]
+    max_abs: float
+    max_rel: float
+    mean_abs: float
+    mse: float
+    cosine: float
+    out_of_tolerance: float
+    needed_atol: float
+    needed_rtol: float
+    nan: tuple[int, int]
+    inf: tuple[int, int]
+    tolerance: Tolerance
+    passed: bool
+    origin: str | None = None
+    local_max_abs: float | None = None
+    reason: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The marker's name if any, else the tensor's name."""
+        return self.marker or self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (inf and NaN as strings, which JSON cannot hold)."""
+        return {
+            "name": self.name,
+            "reference_name": self.reference_name,
+            "marker": self.marker,
+            "node": self.node,
+            "op_type": self.op_type,
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "reference_shape": list(self.reference_shape),
+            "max_abs": _json_float(self.max_abs),
+            "max_rel": _json_float(self.max_rel),
+            "mean_abs": _json_float(self.mean_abs),
+            "mse": _json_float(self.mse),
+            "cosine": _json_float(self.cosine),
+            "out_of_tolerance": _json_float(self.out_of_tolerance),
+            "needed_atol": _json_float(self.needed_atol),
+            "needed_rtol": _json_float(self.needed_rtol),
+            "nan": list(self.nan),
+            "inf": list(self.inf),
+            "atol": self.tolerance.atol,
+            "rtol": self.tolerance.rtol,
+            "passed": self.passed,
+            "origin": self.origin,
+            "local_max_abs": None if self.local_max_abs is None else _json_float(self.local_max_abs),
+            "reason": self.reason,
+        }
+
+
+def _json_float(value: float) -> float | str:
+    return value if math.isfinite(value) else str(value)
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first node (in topological order) whose output leaves tolerance.
+
+    Attributes:
+        node: The node's name (or label when unnamed).
+        op_type: Its operator.
+        tensor: The first tensor out of tolerance.
+        marker: The marker's name, when that tensor is a marker's output.
+        inputs: The node's inputs.
+        max_abs: The tensor's max abs error in the full run.
+        local: True when the node (fragment) still diverges when re-run on the reference side's
+            inputs; False when its error is inherited; None when it could not be re-run.
+        local_max_abs: The max abs error of that re-run.
+        fragment: The nodes re-run (just ``node`` unless the reference side lacks its inputs).
+    """
+
+    node: str
+    op_type: str
+    tensor: str
+    marker: str | None
+    inputs: tuple[str, ...]
+    max_abs: float
+    local: bool | None
+    local_max_abs: float | None
+    fragment: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "node": self.node,
+            "op_type": self.op_type,
+            "tensor": self.tensor,
+            "marker": self.marker,
+            "inputs": list(self.inputs),
+            "max_abs": _json_float(self.max_abs),
+            "local": self.local,
+            "local_max_abs": None if self.local_max_abs is None else _json_float(self.local_max_abs),
+            "fragment": list(self.fragment),
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The result of ``compare``.
+
+    Attributes:
+        reference: What the reference side is ("whole_model.onnx on ONNX Runtime (no optimizations)").
+        candidate: What the candidate side is.
+        tensors: Every compared tensor, in the candidate's topological order.
+        first_divergence: The first node out of tolerance, or None.
+        tolerance: The global tolerance.
+        unmatched: Reference-side names (npz keys, mapping entries) that matched no candidate tensor.
+        notes: Warnings worth showing (inputs the reference file lacks, skipped tensors).
+        runs: How many fragment runs each side needed.
+    """
+
+    reference: str
+    candidate: str
+    tensors: tuple[TensorDiff, ...]
+    first_divergence: Divergence | None
+    tolerance: Tolerance
+    unmatched: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    runs: int = 0
+
+    @property
+    def passed(self) -> bool:
+        """True when every compared tensor is within tolerance."""
+        return all(t.passed for t in self.tensors)
+
+    @property
+    def failed(self) -> list[TensorDiff]:
+        """The tensors out of tolerance."""
+        return [t for t in self.tensors if not t.passed]
+
+    def tensor(self, name: str) -> TensorDiff:
+        """The figures of a tensor, by candidate name, reference name or marker name.
+
+        Raises:
+            TensorNotFoundError: No compared tensor has that name.
+        """
+        for t in self.tensors:
+            if name in (t.name, t.reference_name, t.marker):
+                return t
+        names = [t.label for t in self.tensors]
+        raise not_found(TensorNotFoundError, "compared tensor", name, names)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: ``passed``, ``tensors``, ``first_divergence`` and the counts."""
+        failed = self.failed
+        return {
+            "passed": self.passed,
+            "reference": self.reference,
+            "candidate": self.candidate,
+            "tolerance": self.tolerance.to_dict(),
+            "compared": len(self.tensors),
+            "failed": len(failed),
+            "local": sum(1 for t in failed if t.origin == "local"),
+            "inherited": sum(1 for t in failed if t.origin == "inherited"),
+            "first_divergence": None if self.first_divergence is None else self.first_divergence.to_dict(),
+            "tensors": [t.to_dict() for t in self.tensors],
+            "unmatched": list(self.unmatched),
+            "notes": list(self.notes),
+            "runs": self.runs,
+        }
+
+
+# ------------------------------------------------------------------------------------------ figures
+
+
+def tensor_figures(candidate: np.ndarray, reference: np.ndarray, tolerance: Tolerance) -> dict[str, Any]:
+    """Error figures of ``candidate`` against ``reference`` (same shape), computed in bounded chunks.
+
+    Returns:
+        A dict with max_abs, max_rel, mean_abs, mse, cosine, out_of_tolerance, needed_atol,
+        needed_rtol, nan, inf and passed.
+    """
+    c_flat, r_flat = _flat(candidate), _flat(reference)
+    if c_flat.dtype.kind in "OUS" or r_flat.dtype.kind in "OUS":
+        return _equality_figures(c_flat, r_flat)
+    acc = _Accumulator(tolerance)
+    for start in range(0, max(c_flat.size, 1), _CHUNK):
+        acc.add(c_flat[start : start + _CHUNK], r_flat[start : start + _CHUNK])
+    return acc.result(c_flat.size)
+
+
+def _flat(array: np.ndarray) -> np.ndarray:
+    array = np.asarray(array)
+    return array.reshape(-1)
+
+
+def _equality_figures(c: np.ndarray, r: np.ndarray) -> dict[str, Any]:
+    mismatched = int(np.count_nonzero(c != r)) if c.size else 0
+    share = mismatched / c.size if c.size else 0.0
+    return {
+        "max_abs": 0.0 if not mismatched else math.inf, "max_rel": 0.0 if not mismatched else math.inf,
+        "mean_abs": 0.0, "mse": 0.0, "cosine": 1.0 if not mismatched else 0.0, "out_of_tolerance": share,
+        "needed_atol": 0.0 if not mismatched else math.inf, "needed_rtol": 0.0 if not mismatched else math.inf,
+        "nan": (0, 0), "inf": (0, 0), "passed": not mismatched,
+    }
+
+
+class _Accumulator:
+    """Running sums of the figures over chunks of elements."""
+
+    def __init__(self, tolerance: Tolerance) -> None:
+        self.tol = tolerance
+        self.max_abs = 0.0
+        self.max_rel = 0.0
+        self.sum_abs = 0.0
+        self.sum_sq = 0.0
+        self.dot = 0.0
+        self.norm_c = 0.0
+        self.norm_r = 0.0
+        self.out = 0
+        self.need_atol = 0.0
+        self.need_rtol = 0.0
+        self.nan = [0, 0]
+        self.inf = [0, 0]
+        self.finite = 0
+
+    def add(self, c_raw: np.ndarray, r_raw: np.ndarray) -> None:
+        c = c_raw.astype(np.float64)
+        r = r_raw.astype(np.float64)
+        if not (np.isfinite(c).all() and np.isfinite(r).all()):
+            c, r = self._special(c, r)
+        self.finite += c.size
+        if not c.size:
+            return
+        diff = c - r
+        self.sum_sq += float(np.dot(diff, diff))
+        np.abs(diff, out=diff)
+        mag = np.abs(r)
+        self.max_abs = max(self.max_abs, float(diff.max()))
+        self.sum_abs += float(diff.sum())
+        self.dot += float(np.dot(c, r))
+        self.norm_c += float(np.dot(c, c))
+        self.norm_r += float(np.dot(r, r))
+        del c, r
+        slack = diff - self.tol.rtol * mag  # passes where slack <= atol
+        self.out += int(np.count_nonzero(slack > self.tol.atol))
+        self.need_atol = max(self.need_atol, float(slack.max()))
+        del slack
+        zero = mag == 0
+        if zero.any():
+            if np.count_nonzero(diff[zero]):
+                self.max_rel = math.inf
+            if np.count_nonzero(diff[zero] > self.tol.atol):
+                self.need_rtol = math.inf
+            keep = ~zero
+            diff, mag = diff[keep], mag[keep]
+        if diff.size:
+            with np.errstate(over="ignore"):
+                self.max_rel = max(self.max_rel, float((diff / mag).max()))
+                diff -= self.tol.atol
+                diff /= mag
+            self.need_rtol = max(self.need_rtol, float(diff.max()))
+
+    def _special(self, c: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Count NaN/Inf on each side, count mismatched ones as out of tolerance, keep the finite pairs."""
+        c_nan, r_nan = np.isnan(c), np.isnan(r)
+        c_inf, r_inf = np.isinf(c), np.isinf(r)
+        self.nan[0] += int(c_nan.sum())
+        self.nan[1] += int(r_nan.sum())
+        self.inf[0] += int(c_inf.sum())
+        self.inf[1] += int(r_inf.sum())
+        finite = ~(c_nan | r_nan | c_inf | r_inf)
+        same_special = (c_nan & r_nan) | (c_inf & r_inf & (np.sign(c) == np.sign(r)))
+        self.out += int(np.count_nonzero(~finite & ~same_special))
+        return c[finite], r[finite]
+
+    def result(self, size: int) -> dict[str, Any]:
+        n = max(self.finite, 1)
+        if self.norm_c == 0.0 and self.norm_r == 0.0:
+            cosine = 1.0
+        elif self.norm_c == 0.0 or self.norm_r == 0.0:
+            cosine = 0.0
+        else:
+            cosine = max(-1.0, min(1.0, self.dot / (math.sqrt(self.norm_c) * math.sqrt(self.norm_r))))
+        return {
+            "max_abs": self.max_abs,
+            "max_rel": self.max_rel,
+            "mean_abs": self.sum_abs / n,
+            "mse": self.sum_sq / n,
+            "cosine": cosine,
+            "out_of_tolerance": self.out / size if size else 0.0,
+            "needed_atol": max(self.need_atol, 0.0),
+            "needed_rtol": max(self.need_rtol, 0.0),
+            "nan": (self.nan[0], self.nan[1]),
+            "inf": (self.inf[0], self.inf[1]),
+            "passed": self.out == 0,
+        }
+
+
+# ------------------------------------------------------------------------------------------ markers
+
+
+@dataclass(frozen=True)
+class MarkerResult:
+    """Markers turned into Identity nodes.
+
+    Attributes:
+        model: The model with every marker replaced by an Identity node (outputs exposed if asked).
+        markers: Marker name → the tensor holding its value (the Identity's output), in graph order.
+    """
+
+    model: Model
+    markers: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"markers": dict(self.markers)}
+
+
+def markers(
+    model: Model, /, *, domain: str = "my", op: str = "Debug", attr: str = "name", expose: bool = True
+) -> MarkerResult:
+    """Replace marker nodes (``domain::op`` carrying a name in attribute ``attr``) by Identity nodes.
+
+    Args:
+        model: The model (not modified).
+        domain: The markers' domain.
+        op: The markers' op type.
+        attr: The string attribute holding each marker's name.
+        expose: Also make every marker's output a graph output.
+
+    Returns:
+        The new model and the marker-name → tensor-name map.
+
+    Raises:
+        NameNotFoundError: The model has no such marker node.
+        UsageError: A marker lacks the name attribute, has not one input and one output, or two
+            markers share a name.
+    """
+    found = _find_markers(model, domain, op, attr)
+    if not found:
+        ops = sorted({f"{n.domain or 'ai.onnx'}::{n.op_type}" for n in model.graph.node if n.domain not in ("", "ai.onnx")})
+        raise NameNotFoundError(
+            f"{model.name} has no {domain}::{op} marker nodes",
+            hint=("its custom ops are " + ", ".join(ops) + "; pass --domain/--op") if ops
+            else "mark tensors with a Debug node carrying a 'name' attribute first",
+        )
+    proto = onnx.ModelProto()
+    proto.CopyFrom(model.proto)
+    outputs = {o.name for o in proto.graph.output}
+    for index, _label in found.values():
+        node = proto.graph.node[index]
+        identity = onnx.helper.make_node("Identity", [node.input[0]], [node.output[0]], name=node.name)
+        node.CopyFrom(identity)
+        if expose and node.output[0] not in outputs:
+            proto.graph.output.append(onnx.ValueInfoProto(name=node.output[0]))
+            outputs.add(node.output[0])
+    _type_outputs(proto)
+    if not any(n.domain == domain for n in proto.graph.node):
+        kept = [o for o in proto.opset_import if o.domain != domain]
+        del proto.opset_import[:]
+        proto.opset_import.extend(kept)
+    mapping = {name: proto.graph.node[index].output[0] for name, (index, _) in found.items()}
+    return MarkerResult(model.derive(proto), mapping)
+
+
+def _find_markers(model: Model, domain: str, op: str, attr: str) -> dict[str, tuple[int, str]]:
+    """Marker name → (node index, node label), checked."""
+    found: dict[str, tuple[int, str]] = {}
+    for i, node in enumerate(model.graph.node):
+        if node.op_type != op or (node.domain or "") != domain:
+            continue
+        label = node.name or f"node #{i}"
+        values = [a for a in node.attribute if a.name == attr]
+        if not values or values[0].type != onnx.AttributeProto.STRING:
+            raise UsageError(
+                f"marker {label!r} ({domain}::{op}) has no string attribute {attr!r}",
+                hint="pass --attr with the attribute that holds the marker's name",
+            )
+        if len([n for n in node.input if n]) != 1 or len([n for n in node.output if n]) != 1:
+            raise UsageError(
+                f"marker {label!r} ({domain}::{op}) has {len(node.input)} inputs and {len(node.output)} outputs",
+                hint="a marker passes one tensor through: one input, one output",
+            )
+        name = values[0].s.decode("utf-8", "replace")
+        if name in found:
+            raise UsageError(
+                f"two markers are named {name!r}: {found[name][1]!r} and {label!r}",
+                hint="give every marker a distinct name",
+            )
+        found[name] = (i, label)
+    return found
+
+
+def _type_outputs(proto: onnx.ModelProto) -> None:
+    """Give untyped graph outputs their inferred type where shape inference knows it."""
+    untyped = [o for o in proto.graph.output if not o.type.HasField("tensor_type")]
+    if not untyped:
+        return
+    try:  # inference reads dims only: external weights stay on disk
+        inferred = onnx.shape_inference.infer_shapes(proto)
+    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError):
+        return
+    known = {v.name: v for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    for out in untyped:
+        if out.name in known and known[out.name].type.HasField("tensor_type"):
+            out.type.CopyFrom(known[out.name].type)
+
+
+# ------------------------------------------------------------------------------------- inputs/files
+
+
+def load_reference(path: str | os.PathLike[str]) -> Mapping[str, np.ndarray]:
+    """Open reference values in an ``.npz`` (read lazily, one array at a time).
+
+    Raises:
+        FeedError: The file is missing or is not a readable npz.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise FeedError(f"no such reference file: {file}", hint="pass an .npz of reference values keyed by tensor name")
+    try:
+        data = np.load(file, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise FeedError(f"cannot read reference values from {file}: {err}",
+                        hint="save them with numpy.savez(path, name=array, ...)") from err
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise FeedError(f"{file} holds one array, not named values", hint="save them with numpy.savez(path, name=array)")
+    return data
+
+
+def load_mapping(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Read a JSON mapping ``{"name in the first model": "name in the second"}``.
+
+    Raises:
+        UsageError: The file is missing, not JSON, or not an object of strings.
+    """
+    file = Path(path)
+    try:
+        data = json.loads(file.read_text())
+    except OSError as err:
+        raise UsageError(f"cannot read the mapping file {file}: {err.strerror}", hint="check the path") from err
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{file} is not valid JSON ({err})", hint='write {"name_in_A": "name_in_B", ...}') from err
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise UsageError(f"{file} must be a JSON object of strings", hint='write {"name_in_A": "name_in_B", ...}')
+    return data
+
+
+# ------------------------------------------------------------------------------------------- sides
+
+
+@dataclass
+class _Graph:
+    """A model prepared for capture: markers replaced, indexed, ordered."""
+
+    model: Model
+    index: GraphIndex
+    order: list[int]
+    markers: dict[str, str]  # marker name -> tensor
+    position: dict[str, int] = field(default_factory=dict)  # tensor -> position of its producer in order
+    label: str = ""  # the original model's file or name
+    rank: dict[int, int] = field(default_factory=dict)  # node index -> position in order
+
+    @classmethod
+    def of(cls, model: Model, marker_spec: tuple[str, str, str]) -> _Graph:
+        domain, op, attr = marker_spec
+        label = model.name
+        mapping: dict[str, str] = {}
+        if _find_markers(model, domain, op, attr):
+            result = markers(model, domain=domain, op=op, attr=attr, expose=False)
+            model, mapping = result.model, result.markers
+        index = GraphIndex(model.graph)
+        order = index.topological_order()
+        position = {name: k for k, i in enumerate(order) for name in model.graph.node[i].output if name}
+        return cls(model, index, order, mapping, position, label, {i: k for k, i in enumerate(order)})
+
+    @property
+    def produced(self) -> list[str]:
+        """Node outputs, in topological order."""
+        return sorted(self.position, key=self.position.__getitem__)
+
+    def comparable(self, *, constants: bool = False) -> list[str]:
+        """Node outputs worth comparing, in topological order: read by a node or a graph output, and
+        (unless ``constants``) computed from a graph input rather than from weights alone."""
+        outputs = set(self.index.outputs)
+        live = [n for n in self.produced if n in self.index.consumers or n in outputs]
+        if constants:
+            return live
+        varying = set(self.index.inputs) - set(self.index.initializers)
+        nodes = self.model.graph.node
+        for i in self.order:
+            if any(r in varying for r in self.index.node_reads[i]):
+                varying.update(o for o in nodes[i].output if o)
+        return [n for n in live if n in varying]
+
+    def marker_of(self, tensor: str) -> str | None:
+        for name, t in self.markers.items():
+            if t == tensor:
+                return name
+        return None
+
+    def node_of(self, tensor: str) -> onnx.NodeProto | None:
+        i = self.index.producer.get(tensor)
+        return None if i is None else self.model.graph.node[i]
+
+    def source_of(self, tensor: str) -> onnx.NodeProto | None:
+        """The node computing a tensor's value, looking through Identity nodes (markers)."""
+        node = self.node_of(tensor)
+        while node is not None and node.op_type == "Identity" and node.input[0] in self.index.producer:
+            node = self.node_of(node.input[0])
+        return node
+
+
+def _fragment_model(graph: _Graph, nodes: Sequence[int], inputs: Mapping[str, np.ndarray],
+                    outputs: Sequence[str]) -> Model:
+    """A model of ``nodes`` (in order) reading ``inputs`` (typed from the arrays) and exposing ``outputs``."""
+    source = graph.model.proto
+    proto = onnx.ModelProto()
+    proto.ir_version = source.ir_version
+    proto.opset_import.extend(source.opset_import)
+    proto.functions.extend(source.functions)
+    g = proto.graph
+    g.name = f"{source.graph.name}_fragment"
+    reads: set[str] = set()
+    for i in nodes:
+        g.node.append(source.graph.node[i])
+        reads.update(graph.index.node_reads[i])
+    g.initializer.extend(t for t in source.graph.initializer if t.name in reads)
+    g.sparse_initializer.extend(t for t in source.graph.sparse_initializer if t.values.name in reads)
+    for name, value in inputs.items():
+        g.input.append(_value_info(name, value))
+    g.output.extend(onnx.ValueInfoProto(name=n) for n in outputs)
+    return graph.model.derive(proto)
+
+
+def _value_info(name: str, value: np.ndarray) -> onnx.ValueInfoProto:
+    dtype = value.dtype
+    elem = onnx.TensorProto.STRING if dtype.kind in "OUS" else onnx.helper.np_dtype_to_tensor_dtype(dtype)
+    return onnx.helper.make_tensor_value_info(name, elem, list(value.shape))
+
+
+def _execute(model: Model, feeds: Mapping[str, np.ndarray], outputs: Sequence[str], backend: str,
+             what: str) -> dict[str, np.ndarray]:
+    """Run ``model`` on ``backend`` and return ``outputs``; errors name ``what`` was being run."""
+    if backend == "reference":
+        return _execute_reference(model, feeds, outputs, what)
+    opt = "disable" if backend == "ort-noopt" else "all"
+    try:
+        return ort_run(model, feeds, outputs=outputs, opt_level=opt)
+    except RuntimeFailure as err:
+        raise RuntimeFailure(f"{what}: {err.message}", hint=err.hint) from err
+
+
+def _execute_reference(model: Model, feeds: Mapping[str, np.ndarray], outputs: Sequence[str],
+                       what: str) -> dict[str, np.ndarray]:
+    from onnx.reference import ReferenceEvaluator
+
+    proto = inline_proto(model) if model.has_external_data else model.proto
+    try:
+        values = ReferenceEvaluator(proto).run(list(outputs), dict(feeds))
+    except Exception as err:  # the evaluator raises whatever its kernels raise
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise RuntimeFailure(
+            f"{what}: onnx's ReferenceEvaluator failed: {text}",
+            hint="the reference evaluator lacks custom ops and some contrib ops; compare with --backend ort-noopt",
+        ) from err
+    return {n: np.asarray(v) for n, v in zip(outputs, values)}
+
+
+class _Walker:
+    """Runs one side fragment by fragment and yields the wanted tensors' values, a fragment at a time."""
+
+    def __init__(self, graph: _Graph, backend: str, feeds: Mapping[str, np.ndarray], wanted: set[str],
+                 *, budget: int, label: str, progress: Progress | None = None) -> None:
+        self.graph = graph
+        self.backend = backend
+        self.feeds = dict(feeds)
+        self.wanted = wanted
+        self.budget = max(budget, 1)
+        self.label = label
+        self.progress = progress
+        self.runs = 0
+        self.order = self._needed_order()
+
+    def _needed_order(self) -> list[int]:
+        """The nodes the wanted tensors depend on, in topological order."""
+        index, needed = self.graph.index, set()
+        stack = [index.producer[n] for n in self.wanted if n in index.producer]
+        while stack:
+            i = stack.pop()
+            if i in needed:
+                continue
+            needed.add(i)
+            stack.extend(index.producer[r] for r in index.node_reads[i] if r in index.producer)
+        return [i for i in self.graph.order if i in needed]
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        index, nodes = self.graph.index, self.graph.model.graph.node
+        last_use: dict[str, int] = {}
+        for k, i in enumerate(self.order):
+            for name in index.node_reads[i]:
+                last_use[name] = k
+        live: dict[str, np.ndarray] = {n: v for n, v in self.feeds.items() if n in last_use}
+        initial = {n: v for n, v in self.feeds.items() if n in self.wanted}
+        if initial:
+            yield initial
+        k, step, total = 0, 1, len(self.order)
+        while k < total:
+            chunk = self.order[k : k + step]
+            end = k + len(chunk)
+            produced = [o for i in chunk for o in nodes[i].output if o]
+            keep = [o for o in produced if last_use.get(o, -1) >= end]
+            exposed = list(dict.fromkeys([o for o in produced if o in self.wanted] + keep))
+            reads = {r for i in chunk for r in index.node_reads[i]} - set(produced)
+            feeds = {r: live[r] for r in reads if r in live}
+            first = nodes[chunk[0]].name or nodes[chunk[0]].op_type
+            what = f"{self.label}: running nodes {k + 1}-{end} of {total} (from {first!r})"
+            values = _execute(_fragment_model(self.graph, chunk, feeds, exposed), feeds, exposed, self.backend, what)
+            self.runs += 1
+            live.update({o: values[o] for o in keep})
+            for name in [n for n in live if last_use.get(n, -1) < end]:
+                del live[name]
+            step = self._next_step(step, len(chunk), sum(v.nbytes for v in values.values()))
+            batch = {o: values[o] for o in exposed if o in self.wanted}
+            del values, feeds
+            if self.progress is not None:
+                self.progress(end, total)
+            k = end
+            yield batch
+            del batch
+
+    def _next_step(self, step: int, done: int, nbytes: int) -> int:
+        per_node = max(nbytes / max(done, 1), 1.0)
+        target = int(self.budget / per_node)
+        return max(1, min(target, step * 4, 4096))
+
+
+class _ModelSource:
+    """Reference values from a model side: walks forward on demand, keeps values while still needed."""
+
+    def __init__(self, walker: _Walker, keep_until: Mapping[str, int]) -> None:
+        self.walker = walker
+        self.stream = iter(walker)
+        self.cache: dict[str, np.ndarray] = {}
+        self.drop_at: dict[int, list[str]] = {}
+        for name, last in keep_until.items():
+            self.drop_at.setdefault(last, []).append(name)
+
+    def get(self, name: str) -> np.ndarray | None:
+        while name not in self.cache:
+            try:
+                batch = next(self.stream)
+            except StopIteration:
+                return None
+            self.cache.update(batch)
+        return self.cache[name]
+
+    def peek(self, name: str) -> np.ndarray | None:
+        return self.cache.get(name)
+
+    def release(self, position: int) -> None:
+        for name in self.drop_at.pop(position, []):
+            self.cache.pop(name, None)
+
+
+class _NpzSource:
+    """Reference values from an npz: each read on demand."""
+
+    def __init__(self, values: Mapping[str, np.ndarray]) -> None:
+        self.values = values
+
+    def get(self, name: str) -> np.ndarray | None:
+        return np.asarray(self.values[name]) if name in self.values else None
+
+    def peek(self, name: str) -> np.ndarray | None:
+        return self.get(name)
+
+    def release(self, position: int) -> None:
+        return None
+
+
+# ----------------------------------------------------------------------------------------- compare
+
+
+@dataclass(frozen=True)
+class _FeedOptions:
+    """How to generate the inputs that are not given."""
+
+    seed: int
+    shapes: Mapping[str, Sequence[int]] | None
+    ranges: Mapping[str, tuple[float, float]] | None
+    dims: Mapping[str, int] | None
+
+    def make(self, model: Model, feeds: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
+        return make_feeds(model, feeds, seed=self.seed, shapes=self.shapes, ranges=self.ranges, dims=self.dims)
+
+
+@dataclass(frozen=True)
+class _Pair:
+    candidate: str
+    reference: str
+    marker: str | None
+
+
+def compare(
+    model: Model,
+    /,
+    other: Model | None = None,
+    *,
+    reference: Mapping[str, np.ndarray] | str | os.PathLike[str] | None = None,
+    backend: str | None = None,
+    candidate_backend: str = "ort",
+    feeds: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+    ranges: Mapping[str, tuple[float, float]] | None = None,
+    dims: Mapping[str, int] | None = None,
+    atol: float = DEFAULT_ATOL,
+    rtol: float = DEFAULT_RTOL,
+    tolerances: Mapping[str, Tolerance] | None = None,
+    mapping: Mapping[str, str] | None = None,
+    tensors: Sequence[str] | None = None,
+    constants: bool = False,
+    marker_spec: tuple[str, str, str] = ("my", "Debug", "name"),
+    fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
+    local_checks: int = 64,
+    progress: Progress | None = None,
+) -> Comparison:
+    """Run the same inputs through two sides and compare every tensor both have.
+
+    The sides: with ``reference`` values, ``model`` on ``candidate_backend`` against them; with
+    ``other``, ``model`` (the reference, on ``backend``, default "ort") against ``other`` (on
+    ``candidate_backend``); otherwise ``model`` on ``candidate_backend`` against ``model`` on
+    ``backend`` (default "ort-noopt").
+
+    Args:
+        model: The model (the reference model when ``other`` is given).
+        other: A second model, the candidate (edited, optimized, fp16, quantized).
+        reference: Reference values (an ``.npz`` path or a mapping) keyed by tensor or marker name;
+            graph inputs found there are used as feeds.
+        backend: The reference side's backend: "ort", "ort-noopt" or "reference".
+        candidate_backend: The candidate side's backend.
+        feeds: Input values by name; missing ones are generated from ``seed``.
+        seed: Seed of generated inputs.
+        shapes: Shapes of generated inputs with dynamic dims.
+        ranges: Value ranges (lo, hi) of generated inputs.
+        dims: Values of named dynamic dims of generated inputs.
+        atol: Global absolute tolerance.
+        rtol: Global relative tolerance.
+        tolerances: Per-tensor tolerances by tensor name, marker name or glob pattern.
+        mapping: Names in the first model → names in the second, where they differ.
+        tensors: Compare only these tensors (names, marker names or glob patterns); default every
+            tensor that some node reads or that is a graph output.
+        constants: Also compare tensors computed from weights alone (ConstantOfShape, folded shapes).
+        marker_spec: (domain, op, attribute) of marker nodes, replaced by Identity before running.
+        fragment_bytes: About how many bytes of tensors each fragment run exposes.
+        local_checks: At most this many failed tensors get a local/inherited check.
+        progress: Called with (nodes done, nodes total) after each candidate fragment.
+
+    Raises:
+        UsageError: Contradictory options, an unknown backend, nothing to compare.
+        TensorNotFoundError: A tolerance, mapping or ``tensors`` entry names no tensor.
+        FeedError: Feeds or reference values that do not fit the model.
+        RuntimeFailure: A backend refuses a model or fails while running it.
+    """
+    if reference is not None and other is not None:
+        raise UsageError("compare takes a second model or reference values, not both",
+                         hint="compare A.onnx B.onnx, or A.onnx --reference ref.npz")
+    for name in (backend, candidate_backend):
+        if name is not None and name not in BACKENDS:
+            raise UsageError(f"unknown backend {name!r}", hint="use one of " + ", ".join(BACKENDS))
+    if reference is not None and backend is not None:
+        raise UsageError("--backend picks the reference side's backend; with --reference the reference is the file",
+                         hint="use --candidate-backend to choose how the model runs")
+    for side in (model, other):
+        if side is not None:
+            require_sound(side)
+    tol = Tolerance(atol, rtol)
+    gen = _FeedOptions(seed, shapes, ranges, dims)
+    cand = _Graph.of(other if other is not None else model, marker_spec)
+    if reference is not None:
+        values = load_reference(reference) if isinstance(reference, (str, os.PathLike)) else reference
+        label = str(reference) if isinstance(reference, (str, os.PathLike)) else "reference values"
+        return _compare_npz(cand, values, label, candidate_backend, feeds, gen, tol, tolerances,
+                            tensors, fragment_bytes, local_checks, progress)
+    ref = _Graph.of(model, marker_spec) if other is not None else cand
+    ref_backend = backend or ("ort" if other is not None else "ort-noopt")
+    if other is None and ref_backend == candidate_backend:
+        raise UsageError(f"both sides would run {model.name} on {BACKENDS[ref_backend]}: nothing to compare",
+                         hint="pick another --backend (ort-noopt or reference), or give a second model")
+    pairs, unmatched = _match_models(ref, cand, mapping or {})
+    if tensors is None:
+        worth = set(cand.comparable(constants=constants))
+        pairs = [p for p in pairs if p.candidate in worth]
+    return _compare_models(ref, cand, pairs, unmatched, ref_backend, candidate_backend, feeds, gen, tol,
+                           tolerances, tensors, fragment_bytes, local_checks, progress)
+
+
+def _side_label(graph: _Graph, backend: str) -> str:
+    return f"{graph.label} on {BACKENDS[backend]}"
+
+
+def _match_models(ref: _Graph, cand: _Graph, mapping: Mapping[str, str]) -> tuple[list[_Pair], list[str]]:
+    """Pairs of (candidate, reference) tensors in the candidate's order; names in ``mapping`` unknown."""
+    ref_names = set(ref.position) | set(ref.index.inputs)
+    cand_names = set(cand.position)
+    for a, b in mapping.items():
+        if a not in ref_names and a not in ref.markers:
+            raise not_found(TensorNotFoundError, "tensor", a, ref.index.tensor_names, where=ref.label)
+        if b not in cand_names and b not in cand.markers:
+            raise not_found(TensorNotFoundError, "tensor", b, cand.index.tensor_names, where=cand.label)
+    to_ref: dict[str, str] = {}
+    for a, b in mapping.items():
+        to_ref[cand.markers.get(b, b)] = ref.markers.get(a, a)
+    for name, tensor in cand.markers.items():
+        if name in ref.markers:
+            to_ref.setdefault(tensor, ref.markers[name])
+    ref_outs, cand_outs = ref.index.outputs, cand.index.outputs
+    if len(ref_outs) == len(cand_outs):
+        for a, b in zip(ref_outs, cand_outs):
+            if b not in ref_names:
+                to_ref.setdefault(b, a)
+    pairs = []
+    for name in cand.produced:
+        target = to_ref.get(name, name)
+        if target in ref.position:
+            pairs.append(_Pair(name, target, cand.marker_of(name)))
+    return pairs, []
+
+
+def _restrict(pairs: list[_Pair], tensors: Sequence[str] | None, cand: _Graph) -> list[_Pair]:
+    if tensors is None:
+        return pairs
+    keep = []
+    known = {p.candidate for p in pairs} | {p.reference for p in pairs} | {p.marker for p in pairs if p.marker}
+    for name in tensors:
+        if name not in known and not any(fnmatch.fnmatchcase(k, name) for k in known):
+            raise not_found(TensorNotFoundError, "compared tensor", name, sorted(known), where=cand.label)
+    for p in pairs:
+        labels = [p.candidate, p.reference] + ([p.marker] if p.marker else [])
+        if any(fnmatch.fnmatchcase(label, pattern) for label in labels for pattern in tensors):
+            keep.append(p)
+    return keep
+
+
+def _tolerance_for(pair: _Pair, tol: Tolerance, tolerances: Mapping[str, Tolerance]) -> Tolerance:
+    labels = [pair.candidate, pair.reference] + ([pair.marker] if pair.marker else [])
+    for label in labels:
+        if label in tolerances:
+            return tolerances[label]
+    for pattern, value in tolerances.items():
+        if any(fnmatch.fnmatchcase(label, pattern) for label in labels):
+            return value
+    return tol
+
+
+def _check_tolerance_names(tolerances: Mapping[str, Tolerance], pairs: list[_Pair], where: str) -> None:
+    known = {p.candidate for p in pairs} | {p.reference for p in pairs} | {p.marker for p in pairs if p.marker}
+    for name in tolerances:
+        if name not in known and not any(fnmatch.fnmatchcase(k, name) for k in known):
+            err = not_found(TensorNotFoundError, "compared tensor", name, sorted(known), where=where)
+            raise TensorNotFoundError(f"tolerance for {name!r}: {err.message}", hint=err.hint)
+
+
+def _compare_models(ref: _Graph, cand: _Graph, pairs: list[_Pair], unmatched: list[str], ref_backend: str,
+                    cand_backend: str, feeds: Mapping[str, Any] | None, gen: _FeedOptions, tol: Tolerance,
+                    tolerances: Mapping[str, Tolerance] | None, tensors: Sequence[str] | None,
+                    budget: int, local_checks: int, progress: Progress | None) -> Comparison:
+    pairs = _restrict(pairs, tensors, cand)
+    if not pairs:
+        raise UsageError(f"{ref.label} and {cand.label} have no tensor in common to compare",
+                         hint="map names that differ with --map mapping.json ({\"name_in_A\": \"name_in_B\"})")
+    _check_tolerance_names(tolerances or {}, pairs, cand.label)
+    ref_feeds = gen.make(ref.model, feeds)
+    cand_feeds = _map_feeds(ref_feeds, cand, ref.label)
+    plan = _Plan.build(cand, pairs, set(cand_feeds))
+    ref_walker = _Walker(ref, ref_backend, ref_feeds, {p.reference for p in pairs}, budget=budget,
+                         label=_side_label(ref, ref_backend))
+    source = _ModelSource(ref_walker, plan.keep_until(pairs))
+    cand_walker = _Walker(cand, cand_backend, cand_feeds, {p.candidate for p in pairs}, budget=budget,
+                          label=_side_label(cand, cand_backend), progress=progress)
+    result = _Runner(cand, cand_backend, cand_feeds, source, plan, tol, tolerances or {}, local_checks).run(
+        pairs, cand_walker)
+    return Comparison(_side_label(ref, ref_backend), _side_label(cand, cand_backend), result[0], result[1], tol,
+                      tuple(unmatched), tuple(result[2]), ref_walker.runs + cand_walker.runs)
+
+
+def _map_feeds(feeds: Mapping[str, np.ndarray], cand: _Graph, where: str) -> dict[str, np.ndarray]:
+    """The reference side's feeds for the candidate: same names, cast to the candidate's input dtypes."""
+    specs = input_specs(cand.model)
+    mapped: dict[str, np.ndarray] = {}
+    for spec in specs:
+        if spec.name not in feeds:
+            raise FeedError(
+                f"{cand.label} has input {spec.name!r}, which {where} does not have",
+                hint="both models must take the same inputs (by name)",
+            )
+        value = feeds[spec.name]
+        mapped[spec.name] = value.astype(spec.dtype) if value.dtype != spec.dtype else value
+    return mapped
+
+
+def _compare_npz(cand: _Graph, values: Mapping[str, np.ndarray], label: str, cand_backend: str,
+                 feeds: Mapping[str, Any] | None, gen: _FeedOptions, tol: Tolerance, tolerances: Mapping[str, Tolerance] | None, tensors: Sequence[str] | None,
+                 budget: int, local_checks: int, progress: Progress | None) -> Comparison:
+    keys = list(values.keys())
+    inputs = {s.name for s in input_specs(cand.model)}
+    pairs: list[_Pair] = []
+    unmatched: list[str] = []
+    by_tensor: dict[str, str] = {}
+    for key in keys:
+        tensor = cand.markers.get(key, key)
+        if tensor in cand.position:
+            by_tensor[tensor] = key
+        elif key not in inputs:
+            unmatched.append(key)
+    for name in cand.produced:
+        if name in by_tensor:
+            pairs.append(_Pair(name, by_tensor[name], cand.marker_of(name)))
+    if not pairs:
+        candidates = list(cand.markers) + cand.produced
+        hint = None
+        if keys:
+            err = not_found(TensorNotFoundError, "tensor or marker", keys[0], candidates)
+            hint = err.hint
+        raise TensorNotFoundError(
+            f"none of the {len(keys)} names in {label} is a tensor or marker of {cand.label}"
+            + (f" (first: {keys[0]!r})" if keys else ""),
+            hint=hint or "key the reference values by tensor name or marker name",
+        )
+    notes = []
+    given = dict(feeds or {})
+    from_file = [n for n in inputs if n in values and n not in given]
+    for name in from_file:
+        given[name] = np.asarray(values[name])
+    missing = sorted(inputs - set(given))
+    if missing:
+        notes.append(f"{label} has no value for input(s) {', '.join(repr(m) for m in missing)}: using seeded "
+                     f"random values (seed {gen.seed}); the reference must have been computed on the same inputs")
+    if unmatched:
+        notes.append(f"{len(unmatched)} name(s) in {label} match no tensor or marker: "
+                     + ", ".join(repr(u) for u in unmatched[:5]) + (" …" if len(unmatched) > 5 else ""))
+    pairs = _restrict(pairs, tensors, cand)
+    _check_tolerance_names(tolerances or {}, pairs, cand.label)
+    cand_feeds = gen.make(cand.model, given)
+    plan = _Plan.build(cand, pairs, set(cand_feeds))
+    walker = _Walker(cand, cand_backend, cand_feeds, {p.candidate for p in pairs}, budget=budget,
+                     label=_side_label(cand, cand_backend), progress=progress)
+    tensors_, first, more_notes = _Runner(cand, cand_backend, cand_feeds, _NpzSource(values), plan, tol,
+                                          tolerances or {}, local_checks).run(pairs, walker)
+    return Comparison(label, _side_label(cand, cand_backend), tensors_, first, tol, tuple(unmatched),
+                      tuple(notes + more_notes), walker.runs)
+
+
+# ---------------------------------------------------------------------------------- local checks
+
+
+@dataclass
+class _Fragment:
+    """The smallest set of candidate nodes ending at a tensor's producer whose inputs the reference knows."""
+
+    nodes: list[int]  # in topological order
+    boundary: list[str]  # activations read from the reference side (or feeds)
+    main: int  # the node named as the culprit (the producer, skipping pass-through Identity nodes)
+
+
+@dataclass
+class _Plan:
+    """Static structure for local checks: each compared tensor's fragment, and how long values are kept."""
+
+    fragments: dict[str, _Fragment | None]
+
+    @classmethod
+    def build(cls, cand: _Graph, pairs: Sequence[_Pair], feeds: set[str]) -> _Plan:
+        available = {p.candidate for p in pairs} | feeds
+        return cls({p.candidate: _fragment_for(cand, p.candidate, available) for p in pairs})
+
+    def keep_until(self, pairs: Sequence[_Pair]) -> dict[str, int]:
+        """Reference name → the last pair position that still needs its value."""
+        to_ref = {p.candidate: p.reference for p in pairs}
+        keep: dict[str, int] = {}
+        for k, p in enumerate(pairs):
+            keep[p.reference] = max(keep.get(p.reference, -1), k)
+            frag = self.fragments.get(p.candidate)
+            for name in frag.boundary if frag else []:
+                if name in to_ref:
+                    keep[to_ref[name]] = max(keep.get(to_ref[name], -1), k)
+        return keep
+
+
+def _fragment_for(cand: _Graph, tensor: str, available: set[str]) -> _Fragment | None:
+    index = cand.index
+    start = index.producer.get(tensor)
+    if start is None:
+        return None
+    nodes, boundary, stack = {start}, [], [start]
+    while stack:
+        i = stack.pop()
+        for name in index.node_reads[i]:
+            if name in index.initializers:
+                continue
+            if name in available or name not in index.producer:
+                if name not in boundary:
+                    boundary.append(name)
+                continue
+            j = index.producer[name]
+            if j not in nodes:
+                if len(nodes) >= _MAX_FRAGMENT_NODES:
+                    return None
+                nodes.add(j)
+                stack.append(j)
+    ordered = sorted(nodes, key=cand.rank.__getitem__)
+    main = start
+    graph_nodes = cand.model.graph.node
+    while graph_nodes[main].op_type == "Identity" and graph_nodes[main].input[0] in index.producer \
+            and index.producer[graph_nodes[main].input[0]] in nodes:
+        main = index.producer[graph_nodes[main].input[0]]
+    return _Fragment(ordered, boundary, main)
+
+
+class _Runner:
+    """Streams candidate fragments, pulls the matching reference values, computes figures and checks."""
+
+    def __init__(self, cand: _Graph, backend: str, feeds: Mapping[str, np.ndarray],
+                 source: _ModelSource | _NpzSource, plan: _Plan, tol: Tolerance,
+                 tolerances: Mapping[str, Tolerance], local_checks: int) -> None:
+        self.cand = cand
+        self.backend = backend
+        self.feeds = feeds
+        self.source = source
+        self.plan = plan
+        self.tol = tol
+        self.tolerances = tolerances
+        self.checks_left = local_checks
+        self.dtypes: dict[str, np.dtype] = {n: v.dtype for n, v in feeds.items()}
+        self.notes: list[str] = []
+
+    def run(self, pairs: list[_Pair], walker: _Walker) -> tuple[tuple[TensorDiff, ...], Divergence | None, list[str]]:
+        results: list[TensorDiff] = []
+        first: Divergence | None = None
+        position = {p.candidate: k for k, p in enumerate(pairs)}
+        self.to_ref = {p.candidate: p.reference for p in pairs}
+        pending = {p.candidate: p for p in pairs}
+        for batch in walker:
+            for name in sorted(batch, key=lambda n: position.get(n, -1)):
+                pair = pending.pop(name, None)
+                if pair is None:
+                    continue
+                diff = self._compare_one(pair, batch[name])
+                if diff is not None:
+                    if not diff.passed and first is None:
+                        first = self._divergence(diff)
+                    results.append(diff)
+                self.source.release(position[name])
+            del batch
+        if pending:
+            self.notes.append(f"{len(pending)} tensor(s) were not produced by the candidate run: "
+                              + ", ".join(repr(n) for n in list(pending)[:5]))
+        return tuple(results), first, self.notes
+
+    def _compare_one(self, pair: _Pair, value: np.ndarray) -> TensorDiff | None:
+        self.dtypes[pair.candidate] = value.dtype
+        expected = self.source.get(pair.reference)
+        if expected is None:
+            self.notes.append(f"the reference side did not produce {pair.reference!r}")
+            return None
+        if not isinstance(value, np.ndarray) or not isinstance(expected, np.ndarray):
+            self.notes.append(f"{pair.candidate!r} is not a tensor (sequence or map): skipped")
+            return None
+        tol = _tolerance_for(pair, self.tol, self.tolerances)
+        diff = _make_diff(self.cand, pair, value, expected, tol)
+        if not diff.passed and self.checks_left > 0 and not (diff.reason or "").startswith("shape"):
+            self.checks_left -= 1
+            local = self._local_error(pair, expected, tol)
+            if local is not None:
+                diff = replace(diff, origin="local" if not local[0] else "inherited", local_max_abs=local[1])
+        return diff
+
+    def _local_error(self, pair: _Pair, expected: np.ndarray, tol: Tolerance) -> tuple[bool, float] | None:
+        """Re-run the tensor's fragment on the reference side's inputs: (passes, max abs), or None."""
+        frag = self.plan.fragments.get(pair.candidate)
+        if frag is None:
+            return None
+        inputs: dict[str, np.ndarray] = {}
+        for name in frag.boundary:
+            value = self.feeds.get(name) if name in self.feeds else None
+            if value is None and name in self.to_ref:
+                value = self.source.peek(self.to_ref[name])
+            if value is None:
+                return None
+            dtype = self.dtypes.get(name)
+            inputs[name] = value.astype(dtype) if dtype is not None and value.dtype != dtype else value
+        what = f"re-running {pair.candidate!r} on the reference side's inputs"
+        model = _fragment_model(self.cand, frag.nodes, inputs, [pair.candidate])
+        got = _execute(model, inputs, [pair.candidate], self.backend, what)[pair.candidate]
+        if got.shape != expected.shape:
+            return (False, math.inf)
+        figures = tensor_figures(got, expected, tol)
+        return (bool(figures["passed"]), float(figures["max_abs"]))
+
+    def _divergence(self, diff: TensorDiff) -> Divergence:
+        frag = self.plan.fragments.get(diff.name)
+        graph_nodes = self.cand.model.graph.node
+        if frag is not None:
+            node = graph_nodes[frag.main]
+            names = tuple(graph_nodes[i].name or f"#{i}" for i in frag.nodes)
+        else:
+            found = self.cand.node_of(diff.name)
+            node = found if found is not None else onnx.NodeProto()
+            names = ()
+        local = None if diff.origin is None else diff.origin == "local"
+        return Divergence(node.name or node.op_type, node.op_type, diff.name, diff.marker,
+                          tuple(n for n in node.input), diff.max_abs, local, diff.local_max_abs, names)
+
+
+def _make_diff(cand: _Graph, pair: _Pair, value: np.ndarray, expected: np.ndarray, tol: Tolerance) -> TensorDiff:
+    node = cand.source_of(pair.candidate) if pair.marker else cand.node_of(pair.candidate)
+    dtype = str(value.dtype) if value.dtype == expected.dtype else f"{value.dtype}/{expected.dtype}"
+    base: dict[str, Any] = {
+        "name": pair.candidate, "reference_name": pair.reference, "marker": pair.marker,
+        "node": "" if node is None else (node.name or node.op_type), "op_type": "" if node is None else node.op_type,
+        "dtype": dtype, "shape": tuple(value.shape), "reference_shape": tuple(expected.shape), "tolerance": tol,
+    }
+    if value.shape != expected.shape:
+        if value.size != expected.size:
+            nan = math.nan
+            return TensorDiff(**base, max_abs=nan, max_rel=nan, mean_abs=nan, mse=nan, cosine=nan,
+                              out_of_tolerance=1.0, needed_atol=math.inf, needed_rtol=math.inf, nan=(0, 0),
+                              inf=(0, 0), passed=False,
+                              reason=f"shape {list(value.shape)} differs from the reference's {list(expected.shape)}")
+        expected = expected.reshape(value.shape)
+    figures = tensor_figures(value, expected, tol)
+    reason = None
+    if figures["nan"][0] != figures["nan"][1] or figures["inf"][0] != figures["inf"][1]:
+        reason = (f"NaN/Inf differ: candidate {figures['nan'][0]} NaN, {figures['inf'][0]} Inf; "
+                  f"reference {figures['nan'][1]} NaN, {figures['inf'][1]} Inf")
+    elif figures["nan"][0] or figures["inf"][0]:
+        reason = None
+    return TensorDiff(**base, **figures, reason=reason if not figures["passed"] else None)

@@ -1,0 +1,400 @@
+"""compare: per-tensor figures, first divergence (local vs inherited), markers, bounded capture."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import fixture
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import numpy_helper
+
+import graphkit as gk
+from graphkit.compare import Tolerance, compare, markers, tensor_figures
+from graphkit.run import make_feeds
+from graphkit.run import run as ort_run
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+def _light(name: str) -> tuple[gk.Model, dict[str, np.ndarray]]:
+    """A light model with the inputs onnx's backend runner feeds it (arange / n)."""
+    model = gk.load(LIGHT / f"light_{name}.onnx")
+    inits = {t.name for t in model.graph.initializer}
+    feeds = {}
+    for value in model.graph.input:
+        if value.name in inits:
+            continue
+        shape = [d.dim_value or 1 for d in value.type.tensor_type.shape.dim]
+        n = int(np.prod(shape))
+        feeds[value.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
+    return model, feeds
+
+
+def _with_weight(model: gk.Model, name: str, change) -> gk.Model:
+    copy = model.copy()
+    for tensor in copy.graph.initializer:
+        if tensor.name == name:
+            tensor.CopyFrom(numpy_helper.from_array(change(numpy_helper.to_array(tensor)), name))
+    return copy
+
+
+# ------------------------------------------------------------------------------------------ figures
+
+
+def test_figures_by_hand() -> None:
+    c = np.array([1.0, 2.0, 3.0, 0.5], dtype=np.float32)
+    r = np.array([1.0, 2.5, 3.0, 0.0], dtype=np.float32)
+    f = tensor_figures(c, r, Tolerance(atol=0.1, rtol=0.1))
+    assert f["max_abs"] == pytest.approx(0.5)
+    assert f["max_rel"] == math.inf  # 0.5 against a reference of 0
+    assert f["mean_abs"] == pytest.approx(0.25)
+    assert f["mse"] == pytest.approx(0.125)
+    assert f["cosine"] == pytest.approx(15 / math.sqrt(14.25 * 16.25))
+    assert f["out_of_tolerance"] == pytest.approx(0.5)
+    assert f["needed_atol"] == pytest.approx(0.5)
+    assert f["needed_rtol"] == math.inf
+    assert not f["passed"]
+    assert tensor_figures(c, r, Tolerance(atol=0.5, rtol=0.1))["passed"]
+
+
+def test_figures_nan_and_inf() -> None:
+    same = tensor_figures(np.array([np.nan, np.inf, 1.0]), np.array([np.nan, np.inf, 1.0]), Tolerance())
+    assert same["passed"] and same["nan"] == (1, 1) and same["inf"] == (1, 1) and same["max_abs"] == 0.0
+    differ = tensor_figures(np.array([np.nan, 1.0]), np.array([0.0, 1.0]), Tolerance())
+    assert not differ["passed"] and differ["out_of_tolerance"] == 0.5 and differ["nan"] == (1, 0)
+    signs = tensor_figures(np.array([np.inf]), np.array([-np.inf]), Tolerance())
+    assert not signs["passed"]
+
+
+def test_figures_of_integers_and_booleans() -> None:
+    assert tensor_figures(np.array([1, 2, 3]), np.array([1, 2, 4]), Tolerance(0, 0))["max_abs"] == 1.0
+    assert tensor_figures(np.array([True, False]), np.array([True, False]), Tolerance(0, 0))["passed"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(-1e3, 1e3), st.floats(-1e3, 1e3)), min_size=1, max_size=40),
+       st.floats(0, 1e-2))
+def test_needed_tolerances_are_the_smallest_that_pass(pairs, rtol) -> None:
+    c = np.array([p[0] for p in pairs])
+    r = np.array([p[1] for p in pairs])
+    f = tensor_figures(c, r, Tolerance(atol=1e-6, rtol=rtol))
+    assert f["passed"] == bool(np.all(np.abs(c - r) <= 1e-6 + rtol * np.abs(r)))
+    assert tensor_figures(c, r, Tolerance(atol=f["needed_atol"] * (1 + 1e-9) + 1e-300, rtol=rtol))["passed"]
+    if f["needed_atol"] > 1e-9:
+        assert not tensor_figures(c, r, Tolerance(atol=f["needed_atol"] * 0.99, rtol=rtol))["passed"]
+    if math.isfinite(f["needed_rtol"]):
+        assert tensor_figures(c, r, Tolerance(atol=1e-6, rtol=f["needed_rtol"] * (1 + 1e-9) + 1e-300))["passed"]
+
+
+def test_chunked_figures_equal_one_shot(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(0)
+    c, r = rng.standard_normal(10_000), rng.standard_normal(10_000)
+    whole = tensor_figures(c, r, Tolerance())
+    monkeypatch.setattr(importlib.import_module("graphkit.compare"), "_CHUNK", 999)
+    chunked = tensor_figures(c, r, Tolerance())
+    for key in ("max_abs", "max_rel", "mean_abs", "mse", "cosine", "out_of_tolerance", "needed_atol"):
+        assert chunked[key] == pytest.approx(whole[key], rel=1e-12)
+    assert whole["mse"] == pytest.approx(float(np.mean((c - r) ** 2)))
+    assert whole["cosine"] == pytest.approx(float(c @ r / np.linalg.norm(c) / np.linalg.norm(r)))
+
+
+# ------------------------------------------------------------------------------------- two backends
+
+
+def test_one_model_ort_against_ort_without_optimizations(whole_model: gk.Model) -> None:
+    result = compare(whole_model)
+    assert result.passed and result.first_divergence is None
+    assert "no optimizations" in result.reference and "all optimizations" in result.candidate
+    names = [t.name for t in result.tensors]
+    assert names[0] == "/convs1/convs1.0/Conv_output_0" and names[-1] == "output" and len(names) == 11
+    assert names.index("/Add_output_0") > names.index("/convs3/convs3.1/Conv_output_0")  # topological order
+
+
+def test_reference_evaluator_figures_match_numpy(whole_model: gk.Model) -> None:
+    result = compare(whole_model, backend="reference", candidate_backend="ort-noopt", seed=3)
+    feeds = make_feeds(whole_model, seed=3)
+    ort_out = ort_run(whole_model, feeds, opt_level="disable")["output"]
+    from onnx.reference import ReferenceEvaluator
+
+    ref_out = ReferenceEvaluator(whole_model.proto).run(["output"], feeds)[0]
+    out = result.tensor("output")
+    assert out.max_abs == pytest.approx(float(np.abs(ort_out.astype(np.float64) - ref_out).max()), abs=1e-12)
+    assert result.passed
+
+
+@pytest.mark.parametrize("name", ["if_outer_scope.onnx", "loop_scan.onnx", "srcnn.onnx"])
+def test_control_flow_and_resize_models_agree_across_backends(name: str) -> None:
+    model = gk.load(fixture(name))
+    assert compare(model).passed
+    assert compare(model, backend="reference").passed
+
+
+def test_external_weights_model_compares(ext_copy: Path) -> None:
+    model = gk.load(ext_copy)
+    result = compare(model, backend="reference", shapes={"x": [2, 64]})
+    assert result.passed and [t.name for t in result.tensors][-1] == "y"
+
+
+def test_custom_op_names_the_op() -> None:
+    with pytest.raises(gk.RuntimeFailure) as info:
+        compare(gk.load(fixture("dcn.onnx")))
+    assert "deform_conv2d" in str(info.value) and info.value.hint
+
+
+# ------------------------------------------------------------------------------------- two models
+
+
+def test_identical_models_pass_with_zero_error(whole_model: gk.Model) -> None:
+    result = compare(whole_model, whole_model.copy())
+    assert result.passed and len(result.tensors) == 11
+    assert all(t.max_abs == 0.0 and t.mse == 0.0 and t.cosine == pytest.approx(1.0) for t in result.tensors)
+
+
+def test_add_turned_into_sub_is_found_first_and_local(whole_model: gk.Model) -> None:
+    edited = whole_model.copy()
+    before = whole_model.serialized()
+    next(n for n in edited.graph.node if n.name == "/Add").op_type = "Sub"
+    result = compare(whole_model, edited)
+    assert whole_model.serialized() == before
+    div = result.first_divergence
+    assert div is not None and (div.node, div.op_type, div.tensor) == ("/Add", "Sub", "/Add_output_0")
+    assert div.local is True and div.fragment == ("/Add",)
+    assert div.inputs == ("/convs2/convs2.1/Conv_output_0", "/convs3/convs3.1/Conv_output_0")
+    by_name = {t.name: t for t in result.tensors}
+    assert all(by_name[n].passed for n in list(by_name)[:7])
+    assert by_name["/Add_output_0"].origin == "local"
+    for name in ("/convs4/convs4.0/Conv_output_0", "/convs4/convs4.1/Conv_output_0", "output"):
+        assert not by_name[name].passed and by_name[name].origin == "inherited"
+        assert by_name[name].local_max_abs is not None and by_name[name].local_max_abs < 1e-5
+
+
+def test_changed_conv_weight_is_local_and_downstream_inherited(whole_model: gk.Model) -> None:
+    edited = _with_weight(whole_model, "convs3.0.weight", lambda w: w * 1.5)
+    result = compare(whole_model, edited)
+    div = result.first_divergence
+    assert div is not None and div.node == "/convs3/convs3.0/Conv" and div.op_type == "Conv" and div.local
+    origins = {t.name: t.origin for t in result.failed}
+    assert origins == {
+        "/convs3/convs3.0/Conv_output_0": "local",
+        "/convs3/convs3.1/Conv_output_0": "inherited",
+        "/Add_output_0": "inherited",
+        "/convs4/convs4.0/Conv_output_0": "inherited",
+        "/convs4/convs4.1/Conv_output_0": "inherited",
+        "output": "inherited",
+    }
+    assert result.tensor("/convs2/convs2.1/Conv_output_0").passed  # the other branch is untouched
+
+
+def _renamed(model: gk.Model, old: str, new: str) -> gk.Model:
+    copy = model.copy()
+    for node in copy.graph.node:
+        node.input[:] = [new if n == old else n for n in node.input]
+        node.output[:] = [new if n == old else n for n in node.output]
+    return copy
+
+
+def test_renamed_tensor_is_matched_through_a_mapping(whole_model: gk.Model) -> None:
+    edited = _renamed(whole_model, "/Add_output_0", "sum")
+    plain = compare(whole_model, edited)
+    assert "/Add_output_0" not in [t.reference_name for t in plain.tensors]
+    mapped = compare(whole_model, edited, mapping={"/Add_output_0": "sum"})
+    pair = mapped.tensor("sum")
+    assert pair.reference_name == "/Add_output_0" and pair.passed and pair.max_abs == 0.0
+
+
+def test_outputs_are_matched_by_position_when_renamed(whole_model: gk.Model) -> None:
+    edited = _renamed(whole_model, "output", "y")
+    edited.graph.output[0].name = "y"
+    result = compare(whole_model, edited)
+    assert result.tensor("y").reference_name == "output" and result.passed
+
+
+def test_mapping_names_an_unknown_tensor(whole_model: gk.Model) -> None:
+    with pytest.raises(gk.TensorNotFoundError) as info:
+        compare(whole_model, whole_model.copy(), mapping={"/Add_output": "x"})
+    assert "/Add_output" in str(info.value) and "/Add_output_0" in info.value.hint
+
+
+def test_fp16_candidate_compares_against_fp32(whole_model: gk.Model) -> None:
+    half = whole_model.copy()
+    for t in half.graph.initializer:
+        t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
+    for v in list(half.graph.input) + list(half.graph.output):
+        v.type.tensor_type.elem_type = onnx.TensorProto.FLOAT16
+    result = compare(whole_model, half, atol=1e-2, rtol=1e-2)
+    out = result.tensor("output")
+    assert out.dtype == "float16/float32" and out.passed and 0 < out.max_abs < 1e-2
+    strict = compare(whole_model, half, atol=1e-6, rtol=0)
+    assert not strict.passed and strict.first_divergence is not None
+    assert strict.first_divergence.node == "/convs1/convs1.0/Conv"
+
+
+# ---------------------------------------------------------------------------------- tolerances
+
+
+def test_per_tensor_tolerance_by_name_and_glob(whole_model: gk.Model) -> None:
+    edited = _with_weight(whole_model, "convs4.2.weight", lambda w: w + 1e-3)
+    failing = compare(whole_model, edited)
+    assert [t.name for t in failing.failed] == ["output"]
+    loose = compare(whole_model, edited, tolerances={"out*": Tolerance(atol=1.0, rtol=0.0)})
+    assert loose.passed and loose.tensor("output").tolerance.atol == 1.0
+
+
+def test_unknown_tolerance_name_is_refused(whole_model: gk.Model) -> None:
+    with pytest.raises(gk.TensorNotFoundError) as info:
+        compare(whole_model, tolerances={"outptu": Tolerance(1, 1)})
+    assert "outptu" in str(info.value) and "'output'" in info.value.hint
+
+
+def test_contradictory_sides_are_refused(whole_model: gk.Model) -> None:
+    with pytest.raises(gk.UsageError) as info:
+        compare(whole_model, backend="ort")
+    assert "nothing to compare" in str(info.value) and info.value.hint
+    with pytest.raises(gk.UsageError):
+        compare(whole_model, whole_model, reference={"output": np.zeros(1)})
+    with pytest.raises(gk.UsageError) as bad:
+        compare(whole_model, backend="tensorrt")
+    assert "tensorrt" in str(bad.value) and "ort-noopt" in bad.value.hint
+
+
+# ------------------------------------------------------------------------------------- bounded
+
+
+def test_small_fragments_give_the_same_figures(whole_model: gk.Model) -> None:
+    edited = _with_weight(whole_model, "convs2.1.weight", lambda w: -w)
+    big = compare(whole_model, edited)
+    small = compare(whole_model, edited, fragment_bytes=1)
+    assert small.runs > big.runs and small.runs >= 2 * 11
+    assert [t.to_dict() for t in small.tensors] == [t.to_dict() for t in big.tensors]
+    assert small.first_divergence == big.first_divergence
+
+
+def test_progress_is_reported(whole_model: gk.Model) -> None:
+    seen: list[tuple[int, int]] = []
+    compare(whole_model, fragment_bytes=1, progress=lambda done, total: seen.append((done, total)))
+    assert seen[-1] == (11, 11) and len(seen) > 1
+
+
+# -------------------------------------------------------------------------------------- markers
+
+
+def test_markers_become_identity_with_exposed_outputs() -> None:
+    model = gk.load(fixture("debug_markers.onnx"))
+    result = markers(model)
+    assert result.markers == {"x_0": "/Debug_0_output_0", "x_1": "/Debug_1_output_0",
+                              "x_2": "/Debug_2_output_0", "x_3": "output"}
+    assert {n.op_type for n in result.model.graph.node} == {"Conv", "Identity"}
+    assert [o.name for o in result.model.graph.output] == ["output", "/Debug_0_output_0", "/Debug_1_output_0",
+                                                           "/Debug_2_output_0"]
+    assert "my" not in {o.domain for o in result.model.proto.opset_import}
+    assert gk.validate(result.model).ok
+    assert any(n.op_type == "Debug" for n in model.graph.node)  # input untouched
+
+
+def test_markers_errors_name_the_node() -> None:
+    with pytest.raises(gk.NameNotFoundError) as info:
+        markers(gk.load(fixture("debug_markers.onnx")), domain="other")
+    assert "other::Debug" in str(info.value) and "my::Debug" in info.value.hint
+    with pytest.raises(gk.UsageError) as attr:
+        markers(gk.load(fixture("debug_markers.onnx")), attr="label")
+    assert "/Debug_0" in str(attr.value) and "--attr" in attr.value.hint
+
+
+def _chain_reference(model: gk.Model, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The seed's reference: the original chain of Conv blocks, run block by block (no markers)."""
+    values, x = {}, feeds["input"]
+    for i in range(4):
+        b = gk.GraphBuilder(f"block{i}")
+        b.input("x", "float32", [1, 3, 10, 10])
+        weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+        w = b.initializer(weights[f"convs.{i}.weight"], "w")
+        bias = b.initializer(weights[f"convs.{i}.bias"], "b")
+        b.node("Conv", ["x", w, bias], outputs=["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+        b.output("y", "float32", [1, 3, 10, 10])
+        x = ort_run(b.build(), {"x": x}, opt_level="disable")["y"]
+        values[f"x_{i}"] = x
+    return values
+
+
+def test_markers_against_reference_values_reproduce_the_seed_table() -> None:
+    model = gk.load(fixture("debug_markers.onnx"))
+    feeds = make_feeds(model, seed=0)
+    reference = {"input": feeds["input"], **_chain_reference(model, feeds)}
+    result = compare(model, reference=reference)
+    assert result.passed and [t.marker for t in result.tensors] == ["x_0", "x_1", "x_2", "x_3"]
+    assert all(t.mse < 1e-12 and t.node.startswith("/convs.") for t in result.tensors)
+    assert not result.notes
+
+
+def test_markers_fail_loudly_when_a_block_changes() -> None:
+    model = gk.load(fixture("debug_markers.onnx"))
+    feeds = make_feeds(model, seed=0)
+    reference = {"input": feeds["input"], **_chain_reference(model, feeds)}
+    changed = _with_weight(model, "convs.2.weight", lambda w: w * 0.5)
+    result = compare(changed, reference=reference)
+    assert [t.marker for t in result.failed] == ["x_2", "x_3"]
+    div = result.first_divergence
+    assert div is not None and div.marker == "x_2" and div.node == "/convs.2/Conv" and div.op_type == "Conv"
+    assert div.local is True and div.fragment == ("/convs.2/Conv", "/Debug_2")
+    assert result.tensor("x_3").origin == "inherited"
+
+
+def test_reference_without_inputs_warns_and_unknown_keys_are_listed() -> None:
+    model = gk.load(fixture("debug_markers.onnx"))
+    feeds = make_feeds(model, seed=0)
+    reference = {**_chain_reference(model, feeds), "x_9": np.zeros(3, np.float32)}
+    result = compare(model, reference=reference)
+    assert result.passed  # same seed, same inputs
+    assert result.unmatched == ("x_9",)
+    assert any("'input'" in n and "seed" in n for n in result.notes)
+
+
+def test_reference_with_no_matching_name_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "ref.npz"
+    np.savez(path, x_00=np.zeros(3))
+    with pytest.raises(gk.TensorNotFoundError) as info:
+        compare(gk.load(fixture("debug_markers.onnx")), reference=path)
+    assert str(path) in str(info.value) and "x_0" in info.value.hint
+
+
+def test_shape_mismatch_is_a_failure_with_a_reason() -> None:
+    model = gk.load(fixture("debug_markers.onnx"))
+    result = compare(model, reference={"x_1": np.zeros((1, 3, 5, 5), np.float32)})
+    t = result.tensor("x_1")
+    assert not t.passed and "shape [1, 3, 10, 10] differs" in (t.reason or "")
+
+
+# ---------------------------------------------------------------------------------- light models
+
+
+def test_reference_evaluator_agrees_with_ort_on_light_squeezenet_up_to_softmax() -> None:
+    model, feeds = _light("squeezenet")
+    result = compare(model, backend="reference", feeds=feeds)
+    assert len(result.tensors) == 66
+    assert [t.name for t in result.failed] == ["softmaxout_1"]
+    # opset-9 Softmax on a [1,1000,1,1] input: the evaluator normalizes the last axis, ORT axis 1
+    div = result.first_divergence
+    assert div is not None and div.op_type == "Softmax" and div.local is True
+
+
+def test_reference_evaluator_batchnorm_opset9_divergence_is_found_local() -> None:
+    model, feeds = _light("resnet50")
+    result = compare(model, backend="reference", feeds=feeds, tensors=["r0", "r1", "r2"])
+    assert result.tensor("r0").passed  # the first Conv agrees
+    div = result.first_divergence
+    assert div is not None and (div.node, div.op_type, div.local) == ("n1", "BatchNormalization", True)
+    assert result.tensor("r2").origin == "inherited"
+
+
+@pytest.mark.skipif(not os.environ.get("GRAPHKIT_SLOW"), reason="about 12 s; set GRAPHKIT_SLOW=1")
+def test_reference_evaluator_agrees_with_ort_on_light_vgg19() -> None:
+    model, feeds = _light("vgg19")
+    result = compare(model, backend="reference", feeds=feeds)
+    assert result.passed and len(result.tensors) == 46
