@@ -138,7 +138,13 @@ FLOOR_TOOL = Tool(FLOOR, _runner("floor", with_slice=False))
 
 def _child_env() -> dict[str, str]:
     path = os.environ.get("PYTHONPATH")
-    return {"PYTHONPATH": str(REPO_ROOT) + (os.pathsep + path if path else "")}
+    return {
+        "PYTHONPATH": str(REPO_ROOT) + (os.pathsep + path if path else ""),
+        # Installed tools (onnx, polygraphy, ...) import from the bytecode pip compiled for them;
+        # let graphkit's first (probe) run cache its bytecode too, as installing it would, instead
+        # of compiling every module in every run when the environment sets PYTHONDONTWRITEBYTECODE.
+        "PYTHONDONTWRITEBYTECODE": "",
+    }
 
 
 def _folder_mb(folder: Path) -> float:

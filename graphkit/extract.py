@@ -226,16 +226,19 @@ class _Graph:
     def __init__(self, model: Model) -> None:
         self.model = model
         self.graph = model.graph
-        self.nodes = self.graph.node
+        self.nodes: list[onnx.NodeProto] = list(self.graph.node)  # (a list indexes faster than the proto's)
         nodes = self.nodes
         # reversed, so that the first producer of a name wins (a model with two is invalid anyway)
-        self.producer: dict[str, int] = {o: i for i in range(len(nodes) - 1, -1, -1) for o in nodes[i].output}
+        self.producer: dict[str, int] = {
+            o: i for i, node in zip(range(len(nodes) - 1, -1, -1), reversed(nodes)) for o in node.output
+        }
         self.producer.pop("", None)
         self.initializers: dict[str, onnx.TensorProto] = {t.name: t for t in self.graph.initializer}
         self.sparse: dict[str, onnx.SparseTensorProto] = {s.values.name: s for s in self.graph.sparse_initializer}
         self.inputs: list[str] = [v.name for v in self.graph.input]
         self.input_set = set(self.inputs)
         self.outputs: list[str] = [v.name for v in self.graph.output]
+        self.output_set = set(self.outputs)
         self._reads: dict[int, list[str]] = {}
 
     def reads(self, i: int) -> list[str]:
@@ -243,8 +246,10 @@ class _Graph:
         found = self._reads.get(i)
         if found is None:
             node = self.nodes[i]
-            found = [n for n in node.input if n]
-            if len(node.attribute):
+            found = list(node.input)
+            if "" in found:
+                found = [n for n in found if n]
+            if node.attribute:
                 for sub in subgraphs(node):
                     found.extend(sorted(subgraph_outer_reads(sub) - set(found)))
             self._reads[i] = found
@@ -323,6 +328,7 @@ def _cut(g: _Graph, inputs: Sequence[str], outputs: Sequence[str]) -> _Cut:
     missing: list[str] = []
     seen: set[str] = set()
     stack = list(reversed(outputs))
+    producer, known, sparse, reads = g.producer, g.initializers, g.sparse, g.reads  # (locals: a hot loop)
     while stack:
         name = stack.pop()
         if name in seen:
@@ -331,12 +337,12 @@ def _cut(g: _Graph, inputs: Sequence[str], outputs: Sequence[str]) -> _Cut:
         if name in given:
             used.add(name)
             continue
-        i = g.producer.get(name)
+        i = producer.get(name)
         if i is not None:
             if i not in needed:
                 needed.add(i)
-                stack.extend(reversed(g.reads(i)))
-        elif name in g.initializers or name in g.sparse:
+                stack.extend(reversed(reads(i)))
+        elif name in known or name in sparse:
             initializers.add(name)
         else:
             missing.append(name)
@@ -519,7 +525,11 @@ def _inferred_types(
     The graph inputs and the already typed ``stops`` are typed inputs; small initializers keep their
     values (shape arguments), large ones are typed inputs, never read.
     """
-    graph = onnx.GraphProto()
+    proto = onnx.ModelProto()
+    proto.ir_version = g.model.proto.ir_version
+    proto.opset_import.extend(g.model.proto.opset_import)
+    proto.functions.extend(g.model.proto.functions)
+    graph = proto.graph  # (built in place: copying 10^4 nodes twice costs as much as inferring a few)
     graph.name = g.graph.name or "graph"
     graph.node.extend(nodes)
     graph.input.extend(g.graph.input)
@@ -528,24 +538,21 @@ def _inferred_types(
         if name not in declared:
             graph.input.append(_value_info(name, tp))
             declared.add(name)
+    small: list[onnx.TensorProto] = []
     for tensor in initializers:
         if tensor.name in declared:
             continue
         if tensor.ByteSize() <= _INFER_VALUE_LIMIT and tensor.data_location != onnx.TensorProto.EXTERNAL:
-            graph.initializer.append(tensor)
+            small.append(tensor)
         else:
             graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+    graph.initializer.extend(small)
     for sparse in g.graph.sparse_initializer:
         if sparse.values.name not in declared:
             graph.input.append(
                 onnx.helper.make_tensor_value_info(sparse.values.name, sparse.values.data_type, list(sparse.dims))
             )
     graph.value_info.extend(g.graph.value_info)
-    proto = onnx.ModelProto()
-    proto.ir_version = g.model.proto.ir_version
-    proto.opset_import.extend(g.model.proto.opset_import)
-    proto.functions.extend(g.model.proto.functions)
-    proto.graph.CopyFrom(graph)
     return _run_inference(proto, names)
 
 
@@ -606,18 +613,15 @@ class _Typing:
     notes: list[str]
 
 
-def _inferred_prefix(
-    g: _Graph, names: Sequence[str], count: int, stops: Mapping[str, onnx.TypeProto]
-) -> dict[str, onnx.TypeProto]:
-    """Shape-infer ``names`` on the model cut after its first ``count`` nodes (C-level copies only)."""
-    proto = onnx.ModelProto()
-    proto.CopyFrom(g.model.proto)
-    graph = proto.graph
-    del graph.node[count:]
-    del graph.output[:]
-    declared = set(g.inputs)
-    graph.input.extend(_value_info(n, tp) for n, tp in stops.items() if n not in declared)
-    return _run_inference(proto, names)
+def _names_read(g: _Graph, stop: int) -> set[str]:
+    """Every name the first ``stop`` nodes read (their bodies' outer-scope reads included)."""
+    nodes = g.nodes[:stop]
+    read = {name for node in nodes for name in node.input}
+    if any(node.attribute for node in nodes):
+        for i, node in enumerate(nodes):
+            if node.attribute:
+                read.update(g.reads(i))
+    return read
 
 
 def _run_inference(proto: onnx.ModelProto, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
@@ -627,7 +631,15 @@ def _run_inference(proto: onnx.ModelProto, names: Sequence[str]) -> dict[str, on
         log.info("shape inference failed (%s); trying other ways to type the boundary", err)
         return {}
     wanted = set(names)
-    return {v.name: v.type for v in inferred.graph.value_info if v.name in wanted and _has_dtype(v.type)}
+    found: dict[str, onnx.TypeProto] = {}
+    infos = inferred.graph.value_info
+    for k in range(len(infos) - 1, -1, -1):  # (from the end: the wanted names are usually produced last)
+        value = infos[k]
+        if value.name in wanted and value.name not in found and _has_dtype(value.type):
+            found[value.name] = value.type
+            if len(found) == len(wanted):
+                break
+    return found
 
 
 def _infer_somehow(
@@ -645,15 +657,18 @@ def _infer_somehow(
     """
     if cut_nodes is not None and all(n in stops for n in cut_inputs):
         reads = {r for i in cut_nodes for r in g.reads(i)}
-        inits = [t for t in g.graph.initializer if t.name in reads]
+        inits = _kept_initializers(g, reads)
         return _inferred_types(g, names, (g.nodes[i] for i in cut_nodes), stops, inits)
+    # The nodes up to the last producer, with only the initializers they read: inference costs
+    # about as much per initializer as per node, so the ones downstream would double its time.
     last = max((g.producer[n] for n in names if n in g.producer), default=-1)
-    found = _inferred_prefix(g, names, last + 1, stops)
+    prefix_inits = _kept_initializers(g, _names_read(g, last + 1))
+    found = _inferred_types(g, names, g.nodes[: last + 1], stops, prefix_inits)
     missing = [n for n in names if n not in found]
     if missing:
         region = _ancestors(g, missing, set(stops))
         nodes = sorted({g.producer[n] for n in region if n in g.producer and n not in stops})
-        inits = [t for t in g.graph.initializer if t.name in region]
+        inits = _kept_initializers(g, region)
         found |= _inferred_types(g, missing, (g.nodes[i] for i in nodes), stops, inits)
     return found
 
@@ -765,6 +780,11 @@ def extract_with_report(
             keeping only those needed).
         outputs: The tensors that become the graph outputs (default: the model's graph outputs).
         check: Validate the result (onnx.checker and graphkit's checks) before returning it.
+            onnx.checker's full check (strict shape inference) runs when a boundary type was
+            stated (by the user, ONNX Runtime, or the source's value_info of an intermediate);
+            when every boundary type was inferred from the kept nodes themselves or declared by
+            the source for its own inputs and outputs, its plain check runs (strict inference
+            would re-derive the source's own types from unchanged copies of its nodes).
         types: Types for boundary tensors, by name: a ``TensorType``, a dtype name, or a
             ``(dtype, shape)`` pair. They take precedence over what is inferred.
         observe: When value_info and shape inference cannot type a boundary tensor, run the source
@@ -799,11 +819,12 @@ def extract_with_report(
     proto, reordered = _build_extracted(g, cut, wanted_in, wanted_out, typing.types)
     result = model.derive(proto)
     if check:
-        check_or_raise(result, what="the extracted model")
+        strict = _needs_strict_check(g, typing, wanted_in + wanted_out)
+        check_or_raise(result, what="the extracted model", full_check=strict)
     notes = list(typing.notes)
     if reordered:
         notes.append("the source's nodes were not in execution order; the kept nodes were sorted")
-    kept = [g.initializers[n] for n in g.initializers if n in cut.initializers]
+    kept = [g.initializers[n] for n in cut.initializers if n in g.initializers]
     return Extraction(
         model=result,
         nodes=len(proto.graph.node),
@@ -816,6 +837,27 @@ def extract_with_report(
         typed_by={n: typing.source.get(n, "model") for n in dict.fromkeys(wanted_in + wanted_out)},
         notes=tuple(notes),
     )
+
+
+def _needs_strict_check(g: _Graph, typing: _Typing, boundary: Sequence[str]) -> bool:
+    """Whether the result needs onnx.checker's strict shape inference, not only its plain check.
+
+    The result's nodes are unchanged copies of the source's. When every boundary type is one that
+    shape inference derived from those very nodes, or one the source itself declares for its own
+    graph inputs, outputs and initializers, strict inference on the result would re-derive exactly
+    the source's types: it cannot find a conflict that extraction made. It is needed when a boundary
+    type was stated instead: given by the user, observed in ONNX Runtime, or taken from the value_info
+    the source declares for an intermediate tensor (which may be stale); a conflict there would make
+    the result fail in ONNX Runtime, so the full check must find it first.
+    """
+    for name in boundary:
+        how = typing.source.get(name, "model")
+        if how in ("user", "runtime"):
+            return True
+        declared_io = name in g.input_set or name in g.output_set or name in g.initializers or name in g.sparse
+        if how == "model" and not declared_io:
+            return True
+    return False
 
 
 def _build_extracted(
@@ -836,8 +878,8 @@ def _build_extracted(
         graph.doc_string = src.doc_string
     if hasattr(src, "metadata_props"):
         graph.metadata_props.extend(src.metadata_props)
-    graph.node.extend(g.nodes[i] for i in cut.nodes)
-    graph.initializer.extend(t for t in src.initializer if t.name in cut.initializers)
+    graph.node.extend([g.nodes[i] for i in cut.nodes])
+    graph.initializer.extend(_kept_initializers(g, cut.initializers))
     graph.sparse_initializer.extend(s for s in src.sparse_initializer if s.values.name in cut.initializers)
     originals_in = {v.name: v for v in src.input}
     originals_out = {v.name: v for v in src.output}
@@ -854,17 +896,25 @@ def _build_extracted(
                 graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
     for name in outputs:
         graph.output.append(_value_info(name, types[name], originals_out.get(name) or originals_in.get(name)))
-    boundary = given | set(outputs)
-    kept_tensors = {o for i in cut.nodes for o in g.nodes[i].output if o} | cut.initializers
-    graph.value_info.extend(v for v in src.value_info if v.name in kept_tensors and v.name not in boundary)
-    graph.quantization_annotation.extend(
-        q for q in src.quantization_annotation if q.tensor_name in kept_tensors or q.tensor_name in boundary
-    )
+    if len(src.value_info) or len(src.quantization_annotation):
+        boundary = given | set(outputs)
+        kept_tensors = {o for i in cut.nodes for o in g.nodes[i].output if o} | cut.initializers
+        graph.value_info.extend(v for v in src.value_info if v.name in kept_tensors and v.name not in boundary)
+        graph.quantization_annotation.extend(
+            q for q in src.quantization_annotation if q.tensor_name in kept_tensors or q.tensor_name in boundary
+        )
     proto.functions.extend(_used_functions(source, graph))
     reordered = not _in_order(g, cut.nodes)
     if reordered:
         toposort_proto(proto)
     return proto, reordered
+
+
+def _kept_initializers(g: _Graph, names: set[str]) -> list[onnx.TensorProto]:
+    """The main graph's initializers named in ``names``, in source order."""
+    if len(g.initializers) != len(g.graph.initializer):  # (duplicate names: keep every copy, as the source has)
+        return [t for t in g.graph.initializer if t.name in names]
+    return [t for name, t in g.initializers.items() if name in names]
 
 
 def _used_functions(source: onnx.ModelProto, graph: onnx.GraphProto) -> list[onnx.FunctionProto]:
@@ -892,10 +942,11 @@ def _used_functions(source: onnx.ModelProto, graph: onnx.GraphProto) -> list[onn
 def _in_order(g: _Graph, nodes: Sequence[int]) -> bool:
     """Whether the kept nodes, in source order, read only what an earlier kept node (or no node) makes."""
     kept = set(nodes)
+    producer, reads = g.producer, g.reads
     for i in nodes:
-        for name in g.reads(i):
-            p = g.producer.get(name)
-            if p is not None and p in kept and p >= i:
+        for name in reads(i):
+            p = producer.get(name)
+            if p is not None and p >= i and p in kept:
                 return False
     return True
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, EncodeError
 from onnx import numpy_helper
 
 from graphkit.errors import (
@@ -37,6 +37,7 @@ from graphkit.errors import (
 from graphkit.model import (
     BORROWED_KEY,
     Model,
+    has_external_data,
     is_borrowed,
     is_external,
     iter_graphs,
@@ -51,6 +52,7 @@ __all__ = [
     "inline_proto",
     "load",
     "load_bytes",
+    "raw_nbytes",
     "save",
     "tensor_nbytes",
     "tensor_value",
@@ -311,12 +313,54 @@ def _parse(data: bytes, label: str) -> onnx.ModelProto:
             raise CorruptModelError(
                 f"{label}: a node ({node.name or 'unnamed'}) has no op_type", hint="the file is corrupted"
             )
-    bad = _first_non_utf8(proto)
+    bad = None if _all_text_utf8(data) else _first_non_utf8(proto)
     if bad is not None:
         raise CorruptModelError(
             f"{label}: {bad} is not valid UTF-8 text", hint="the file is corrupted; export or copy it again"
         )
     return proto
+
+
+_STRICT_PACKAGE = "graphkit_utf8_check"
+_strict_model_class: list[Any] = []
+
+
+def _all_text_utf8(data: bytes) -> bool:
+    """Whether every string field of the serialized model is valid UTF-8, checked at C speed.
+
+    ONNX's schema is proto2, whose parser accepts any bytes in string fields (protobuf then hands
+    out ``bytes`` instead of ``str`` for them, which breaks every name lookup). The same schema
+    declared proto3 makes the parser verify UTF-8, so parsing the bytes once more with it answers
+    the question without a Python pass over every name. False also when that parse fails for
+    another reason: the caller then looks for the bad name the slow way.
+    """
+    if not _strict_model_class:
+        _strict_model_class.append(_strict_model())
+    try:
+        _strict_model_class[0]().ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError):
+        return False
+    return True
+
+
+def _strict_model() -> Any:
+    """A ModelProto class of ONNX's schema declared proto3 (string fields UTF-8 verified)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    schema = descriptor_pb2.FileDescriptorProto()
+    onnx.ModelProto.DESCRIPTOR.file.CopyToProto(schema)
+    prefix = f".{schema.package}."
+    schema.name, schema.package, schema.syntax = f"{_STRICT_PACKAGE}.proto", _STRICT_PACKAGE, "proto3"
+    pending = list(schema.message_type)
+    while pending:
+        message = pending.pop()
+        pending.extend(message.nested_type)
+        for entry in message.field:
+            if entry.type_name.startswith(prefix):
+                entry.type_name = f".{_STRICT_PACKAGE}.{entry.type_name[len(prefix):]}"
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(schema)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_STRICT_PACKAGE}.ModelProto"))
 
 
 def _first_non_utf8(proto: onnx.ModelProto) -> str | None:
@@ -462,18 +506,35 @@ def resolve_location(base_dir: Path, location: str, *, context: str = "a tensor"
 
 def tensor_nbytes(tensor: onnx.TensorProto) -> int:
     """Bytes of the tensor's data in raw form, or -1 for strings and unknown dtypes."""
-    try:
-        np_dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
-    except (KeyError, ValueError, TypeError):
-        return -1
-    if tensor.data_type == onnx.TensorProto.STRING:
-        return -1
     count = 1
     for d in tensor.dims:
         count *= int(d)
-    if tensor.data_type in _FOUR_BIT:
+    return raw_nbytes(tensor.data_type, count)
+
+
+def raw_nbytes(data_type: int, count: int) -> int:
+    """Bytes of ``count`` elements of ONNX dtype ``data_type`` in raw form, or -1 for strings and unknown dtypes."""
+    itemsize = _ITEMSIZES.get(data_type)
+    if itemsize is None:
+        itemsize = _ITEMSIZES[data_type] = _itemsize(data_type)
+    if itemsize < 0:
+        return -1
+    if data_type in _FOUR_BIT:
         return (count + 1) // 2
-    return count * np.dtype(np_dtype).itemsize
+    return count * itemsize
+
+
+_ITEMSIZES: dict[int, int] = {}
+
+
+def _itemsize(data_type: int) -> int:
+    """Bytes per element of an ONNX dtype, or -1 for strings and unknown dtypes."""
+    if data_type == onnx.TensorProto.STRING:
+        return -1
+    try:
+        return int(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type)).itemsize)
+    except (KeyError, ValueError, TypeError):
+        return -1
 
 
 _FOUR_BIT = {
@@ -574,10 +635,18 @@ def save(
         raise WriteError(f"cannot write {dest}: it is a folder", hint="give a file name ending in .onnx")
     proto = onnx.ModelProto()
     proto.CopyFrom(model.proto)
-    borrowed = sum(external_ref(model, t).length for t in proto.graph.initializer if is_borrowed(t))
+    has_external = has_external_data(proto)
+    borrowed = 0
+    if has_external:
+        borrowed = sum(external_ref(model, t).length for t in proto.graph.initializer if is_borrowed(t))
+    serialized: bytes | None = None  # (the bytes to write, when serializing was how the size was learnt)
     if external is None:
-        really_external = any(is_external(t) and not is_borrowed(t) for t, _ in iter_tensors(proto))
-        external = really_external or proto.ByteSize() + borrowed > INLINE_LIMIT
+        if has_external:
+            really_external = any(is_external(t) and not is_borrowed(t) for t, _ in iter_tensors(proto))
+            external = really_external or proto.ByteSize() + borrowed > INLINE_LIMIT
+        else:
+            serialized = _serialize(proto)
+            external = serialized is None or len(serialized) > INLINE_LIMIT
     data_name = location or f"{dest.stem}.data"
     if external:
         resolve_location(folder, data_name, context=f"saving {dest}")
@@ -589,8 +658,10 @@ def save(
         elif borrowed:
             proto = _write_spliced(model, proto, tmp_model, dest)
         else:
-            _inline_external(model, proto)
-            _write_proto(proto, tmp_model, dest)
+            if has_external:
+                _inline_external(model, proto)
+                serialized = None
+            _write_proto(proto, tmp_model, dest, serialized)
     log.info("wrote %s%s", dest, f" and {data_name}" if external else "")
     return Model(proto, folder.resolve(), dest)
 
@@ -655,6 +726,15 @@ def _write_spliced(model: Model, proto: onnx.ModelProto, tmp: Path, dest: Path) 
     return result
 
 
+def _serialize(proto: onnx.ModelProto) -> bytes | None:
+    """The proto's bytes, or None when it is too large for one protobuf message."""
+    try:
+        data = proto.SerializeToString()
+    except (ValueError, EncodeError):
+        return None
+    return data if len(data) <= PROTOBUF_LIMIT else None
+
+
 def _inline_one(model: Model, tensor: onnx.TensorProto) -> None:
     data = read_external_bytes(model, tensor)
     del tensor.external_data[:]
@@ -663,14 +743,16 @@ def _inline_one(model: Model, tensor: onnx.TensorProto) -> None:
     _unborrow(tensor)
 
 
-def _write_proto(proto: onnx.ModelProto, tmp: Path, dest: Path) -> None:
-    if proto.ByteSize() > PROTOBUF_LIMIT:
+def _write_proto(proto: onnx.ModelProto, tmp: Path, dest: Path, serialized: bytes | None = None) -> None:
+    """Write ``proto`` (``serialized``: its bytes, when already known)."""
+    data = serialized if serialized is not None else _serialize(proto)
+    if data is None:
         raise WriteError(
             f"cannot write {dest}: the graph alone exceeds protobuf's 2 GiB limit",
             hint="save with external data (external=True / --external-data)",
         )
     with open(tmp, "wb") as handle:
-        handle.write(proto.SerializeToString())
+        handle.write(data)
 
 
 def _inline_external(model: Model, proto: onnx.ModelProto) -> None:

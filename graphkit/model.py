@@ -13,7 +13,7 @@ from pathlib import Path
 
 import onnx
 
-__all__ = ["BORROWED_KEY", "Model", "is_borrowed", "is_external", "iter_graphs", "iter_initializers", "iter_tensors"]
+__all__ = ["BORROWED_KEY", "Model", "has_external_data", "is_borrowed", "is_external", "iter_graphs", "iter_initializers", "iter_tensors"]
 
 #: Marks (in TensorProto.metadata_props) an inline weight that ``graphkit.load`` left in the model file:
 #: its external-data entries point into the .onnx file itself, and saving writes it inline again.
@@ -57,11 +57,25 @@ class Model:
     @property
     def has_external_data(self) -> bool:
         """Whether any tensor's data lives in an external file."""
-        return any(is_external(t) for t, _ in iter_tensors(self.proto))
+        return has_external_data(self.proto)
 
     def serialized(self) -> bytes:
         """The ModelProto's bytes (external weights stay references)."""
         return self.proto.SerializeToString()
+
+
+def has_external_data(proto: onnx.ModelProto) -> bool:
+    """Whether any tensor of ``proto`` (as ``iter_tensors`` finds them) keeps its data in an external file."""
+    external = onnx.TensorProto.EXTERNAL
+    for graph, where in iter_graphs(proto.graph):  # (no generator step per initializer: graphs have 10^4)
+        if external in [t.data_location for t in graph.initializer]:
+            return True
+        for sparse in graph.sparse_initializer:
+            if is_external(sparse.values) or is_external(sparse.indices):
+                return True
+        if any(is_external(t) for t, _ in _attribute_tensors(graph.node, where)):
+            return True
+    return any(is_external(t) for func in proto.functions for t, _ in _attribute_tensors(func.node, ""))
 
 
 def is_external(tensor: onnx.TensorProto) -> bool:
@@ -85,11 +99,17 @@ def iter_graphs(graph: onnx.GraphProto, path: str = "") -> Iterator[tuple[onnx.G
     """
     yield graph, path or "main graph"
     for node in graph.node:
-        for attr in node.attribute:
+        attributes = node.attribute
+        if not attributes:  # (most nodes: skip them without building anything)
+            continue
+        for attr in attributes:
+            kind = attr.type
+            if kind != _GRAPH and kind != _GRAPHS:
+                continue
             label = f"{path + ' > ' if path else ''}node {node.name or node.op_type!r}.{attr.name}"
-            if attr.type == onnx.AttributeProto.GRAPH:
+            if kind == _GRAPH:
                 yield from iter_graphs(attr.g, label)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
+            else:
                 for i, sub in enumerate(attr.graphs):
                     yield from iter_graphs(sub, f"{label}[{i}]")
 
@@ -99,16 +119,42 @@ def iter_tensors(proto: onnx.ModelProto) -> Iterator[tuple[onnx.TensorProto, str
 
     Covers the main graph, subgraphs and local functions; each with a short description of where it is.
     """
-    graphs = list(iter_graphs(proto.graph))
-    for graph, where in graphs:
-        for tensor in graph.initializer:
-            yield tensor, where
-        for sparse in graph.sparse_initializer:
-            yield sparse.values, where
-            yield sparse.indices, where
-        yield from _attribute_tensors(graph.node, where)
+    yield from _graph_tensors(proto.graph, "")
     for func in proto.functions:
         yield from _attribute_tensors(func.node, f"function {func.domain}::{func.name}")
+
+
+def _graph_tensors(graph: onnx.GraphProto, path: str) -> Iterator[tuple[onnx.TensorProto, str]]:
+    """The tensors of ``graph`` then of its subgraphs in ``iter_graphs`` order, in one pass over its nodes."""
+    where = path or "main graph"
+    for tensor in graph.initializer:
+        yield tensor, where
+    for sparse in graph.sparse_initializer:
+        yield sparse.values, where
+        yield sparse.indices, where
+    bodies: list[tuple[onnx.GraphProto, str]] = []
+    for node in graph.node:
+        attributes = node.attribute
+        if not attributes:
+            continue
+        for attr in attributes:
+            kind = attr.type
+            if kind == onnx.AttributeProto.TENSOR:
+                yield attr.t, where
+            elif kind == onnx.AttributeProto.TENSORS:
+                for t in attr.tensors:
+                    yield t, where
+            elif kind == onnx.AttributeProto.SPARSE_TENSOR:
+                yield attr.sparse_tensor.values, where
+                yield attr.sparse_tensor.indices, where
+            elif kind in (_GRAPH, _GRAPHS):
+                label = f"{path + ' > ' if path else ''}node {node.name or node.op_type!r}.{attr.name}"
+                if kind == _GRAPH:
+                    bodies.append((attr.g, label))
+                else:
+                    bodies.extend((sub, f"{label}[{i}]") for i, sub in enumerate(attr.graphs))
+    for body, label in bodies:
+        yield from _graph_tensors(body, label)
 
 
 def iter_initializers(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
@@ -117,14 +163,25 @@ def iter_initializers(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
         yield from graph.initializer
 
 
+_GRAPH = onnx.AttributeProto.GRAPH
+_GRAPHS = onnx.AttributeProto.GRAPHS
+_TENSOR_KINDS = (onnx.AttributeProto.TENSOR, onnx.AttributeProto.TENSORS, onnx.AttributeProto.SPARSE_TENSOR)
+
+
 def _attribute_tensors(nodes: Iterable[onnx.NodeProto], where: str) -> Iterator[tuple[onnx.TensorProto, str]]:
     for node in nodes:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.TENSOR:
+        attributes = node.attribute
+        if not attributes:
+            continue
+        for attr in attributes:
+            kind = attr.type
+            if kind not in _TENSOR_KINDS:
+                continue
+            if kind == onnx.AttributeProto.TENSOR:
                 yield attr.t, where
-            elif attr.type == onnx.AttributeProto.TENSORS:
+            elif kind == onnx.AttributeProto.TENSORS:
                 for t in attr.tensors:
                     yield t, where
-            elif attr.type == onnx.AttributeProto.SPARSE_TENSOR:
+            else:
                 yield attr.sparse_tensor.values, where
                 yield attr.sparse_tensor.indices, where

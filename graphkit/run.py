@@ -16,11 +16,11 @@ import time
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
 from graphkit.errors import FeedError, RuntimeFailure, TensorNotFoundError, UsageError, not_found
 from graphkit.graph import GraphIndex
@@ -30,6 +30,8 @@ from graphkit.summary import TensorSig
 from graphkit.validate import require_sound
 
 if TYPE_CHECKING:
+    import onnxruntime as ort
+
     from graphkit.split import Split
 
 __all__ = [
@@ -55,11 +57,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: Optimization level → the name of its ``onnxruntime.GraphOptimizationLevel`` member.
 OPT_LEVELS = {
-    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    "disable": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "all": "ORT_ENABLE_ALL",
 }
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
 
@@ -82,6 +85,7 @@ def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", thre
     """
     if opt_level not in OPT_LEVELS:
         raise UsageError(f"unknown optimization level {opt_level!r}", hint="use one of " + ", ".join(OPT_LEVELS))
+    ort = _onnxruntime()
     full_provider = PROVIDERS.get(provider.lower(), provider)
     available = ort.get_available_providers()
     if full_provider not in available:
@@ -90,7 +94,7 @@ def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", thre
             hint="available: " + ", ".join(available) + " (install onnxruntime-gpu for cuda)",
         )
     options = ort.SessionOptions()
-    options.graph_optimization_level = OPT_LEVELS[opt_level]
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, OPT_LEVELS[opt_level])
     options.log_severity_level = 3
     if threads:
         options.intra_op_num_threads = threads
@@ -105,6 +109,13 @@ def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", thre
             f"ONNX Runtime cannot load {model.name}: {_first_line(err)}",
             hint="run 'python -m graphkit check' on the model; custom-domain ops need their library",
         ) from err
+
+
+def _onnxruntime() -> ModuleType:
+    """The onnxruntime module, imported on first use (importing it costs ~0.1 s; most verbs never run it)."""
+    import onnxruntime
+
+    return onnxruntime
 
 
 def _check_external_data(model: Model) -> None:

@@ -16,8 +16,8 @@ from typing import Any
 import onnx
 
 from graphkit.errors import CycleError, InvalidModelError, did_you_mean
-from graphkit.graph import GraphIndex, node_label, subgraphs
-from graphkit.io import tensor_nbytes
+from graphkit.graph import GraphIndex, node_label, subgraph_outer_reads, subgraphs
+from graphkit.io import raw_nbytes
 from graphkit.model import Model
 
 __all__ = ["Issue", "Report", "check_or_raise", "require_sound", "toposort", "toposort_proto", "validate"]
@@ -93,12 +93,14 @@ class Report:
         }
 
 
-def validate(model: Model, *, checker: bool = True) -> Report:
+def validate(model: Model, *, checker: bool = True, full_check: bool = True) -> Report:
     """Check a model with onnx.checker and graphkit's structural checks, listing every problem.
 
     Args:
         model: The model to check (not modified; weights are not read).
-        checker: Also run onnx.checker (full check); False runs graphkit's own checks only.
+        checker: Also run onnx.checker; False runs graphkit's own checks only.
+        full_check: Run the checker's full check (with strict shape inference, which checks that
+            the declared types agree with what the nodes compute); False runs its plain check.
 
     Returns:
         A Report; ``report.ok`` is False when any error was found.
@@ -108,7 +110,7 @@ def validate(model: Model, *, checker: bool = True) -> Report:
     _check_graph(model.proto.graph, frozenset(), "main graph", issues, top=True)
     checker_state = "skipped"
     if checker:
-        message = run_checker(model)
+        message = run_checker(model, full_check=full_check)
         checker_state = "passed" if message is None else "failed"
         if message is not None and not _already_explained(message, issues):
             issues.append(
@@ -118,13 +120,19 @@ def validate(model: Model, *, checker: bool = True) -> Report:
     return Report(model.name, tuple(issues), checker_state)
 
 
-def check_or_raise(model: Model, *, what: str = "the result") -> None:
+def check_or_raise(model: Model, *, what: str = "the result", full_check: bool = True) -> None:
     """Raise unless the model passes validation; used before any artifact is written.
+
+    Args:
+        model: The model to check.
+        what: How to name the model in the message.
+        full_check: Run onnx.checker's full check (see ``validate``); False only when strict shape
+            inference cannot find anything its plain check does not (the caller says why).
 
     Raises:
         InvalidModelError: listing the first errors found.
     """
-    report = validate(model)
+    report = validate(model, full_check=full_check)
     if report.ok:
         return
     first = report.errors[:3]
@@ -162,12 +170,12 @@ def require_sound(model: Model, *, allow: tuple[str, ...] = ("unsorted",)) -> No
     )
 
 
-def run_checker(model: Model) -> str | None:
-    """Run onnx.checker's full check; return its message, or None when it passes."""
+def run_checker(model: Model, *, full_check: bool = True) -> str | None:
+    """Run onnx.checker (full check unless told otherwise); return its message, or None when it passes."""
     proto = model.proto
     try:
         with _inside(model.base_dir if model.has_external_data else None):
-            onnx.checker.check_model(proto, full_check=True)
+            onnx.checker.check_model(proto, full_check=full_check)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
         return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     except (ValueError, RuntimeError) as err:
@@ -200,14 +208,18 @@ def _check_domains(proto: onnx.ModelProto, issues: list[Issue]) -> None:
         imported.add("ai.onnx")
     missing: dict[str, str] = {}
     for graph, where in _graphs(proto):
+        used = {node.domain for node in graph.node}
+        if used <= imported:  # (the usual case: no node to name)
+            continue
         for node in graph.node:
             domain = node.domain or ""
             if domain not in imported and domain not in missing:
                 missing[domain] = f"{node_label(node)} in {where}"
     for func in proto.functions:
+        func_domains = {o.domain for o in func.opset_import}
         for node in func.node:
             domain = node.domain or ""
-            if domain not in imported and domain not in {o.domain for o in func.opset_import} and domain not in missing:
+            if domain not in imported and domain not in func_domains and domain not in missing:
                 missing[domain] = f"{node_label(node)} in function {func.name!r}"
     for domain, first in missing.items():
         issues.append(
@@ -230,49 +242,54 @@ def _graphs(proto: onnx.ModelProto) -> Iterator[tuple[onnx.GraphProto, str]]:
 def _check_graph(graph: onnx.GraphProto, outer: frozenset[str], where: str, issues: list[Issue], *, top: bool) -> None:
     index = GraphIndex(graph, outer)
     defined_up_front = set(index.inputs) | set(index.initializers) | set(outer)
-    _check_producers(graph, index, where, issues)
-    all_outputs = set(index.producer)
+    # One pass over the nodes with one C-level set test per check; a node is looked at in detail
+    # (labels, positions, owners) only when a test fails. Producer issues are listed before the
+    # others, as if checked in a pass of their own.
+    producer_issues: list[Issue] = []
+    node_issues: list[Issue] = []
     seen = set(defined_up_front)
+    seen.add("")  # (an empty name is an omitted optional input or output: nothing to check)
+    node_names: set[str] = set()
+    read: set[str] = set()
+    has_bodies = False
     for i, node in enumerate(graph.node):
-        label = node_label(node, i)
-        for pos, name in enumerate(node.input):
-            if not name or name in seen:
-                continue
-            if name in all_outputs:
-                producer = graph.node[index.producer[name]]
-                issues.append(
-                    Issue(
-                        "error",
-                        "unsorted",
-                        f"{label} reads input #{pos} {name!r} before {node_label(producer, index.producer[name])} produces it",
-                        where,
-                        node.name or label,
-                        name,
-                        "the nodes are not in execution order: run 'python -m graphkit toposort'",
-                    )
-                )
-            else:
-                issues.append(
-                    Issue(
-                        "error",
-                        "dangling-input",
-                        f"{label} reads input #{pos} {name!r}, which no node, graph input or initializer produces",
-                        where,
-                        node.name or label,
-                        name,
-                        _dangling_hint(name, seen | all_outputs),
-                    )
-                )
-        for sub in subgraphs(node):
-            inner_outer = frozenset(outer | set(index.inputs) | set(index.initializers) | all_outputs)
-            _check_graph(sub, inner_outer, f"{where} > {label}.{sub.name or 'body'}", issues, top=False)
-        seen.update(o for o in node.output if o)
-    try:
-        index.topological_order()
-    except CycleError as err:
-        issues.append(Issue("error", "cycle", err.message, where, hint=err.hint))
+        name = node.name
+        if name:
+            if name in node_names:
+                producer_issues.append(Issue("warning", "duplicate-node-name", f"two nodes are named {name!r}", where,
+                                             name, hint="rename one so edits and reports can tell them apart"))
+            node_names.add(name)
+        inputs = node.input
+        if not seen.issuperset(inputs):
+            _check_node_inputs(graph, index, i, seen, where, node_issues)
+        if top:
+            read.update(inputs)
+        if node.attribute:
+            bodies = subgraphs(node)
+            if bodies:
+                has_bodies = True
+                inner_outer = frozenset(outer | set(index.inputs) | set(index.initializers) | set(index.producer))
+                label = node_label(node, i)
+                for sub in bodies:
+                    _check_graph(sub, inner_outer, f"{where} > {label}.{sub.name or 'body'}", node_issues, top=False)
+                    if top:
+                        read |= subgraph_outer_reads(sub)
+        outputs = node.output
+        if not seen.isdisjoint(outputs):  # (also true for outer names a node redefines: no issue then)
+            _check_node_outputs(graph, index, i, where, producer_issues)
+        seen.update(outputs)
+    issues.extend(producer_issues)
+    issues.extend(node_issues)
+    # A main graph without bodies or duplicate producers whose every node reads only what is defined
+    # before it (no issue so far) is in execution order, hence acyclic: no sort needed to prove it.
+    sorted_by_construction = not producer_issues and not node_issues and not has_bodies and not outer
+    if not sorted_by_construction:
+        try:
+            index.topological_order()
+        except CycleError as err:
+            issues.append(Issue("error", "cycle", err.message, where, hint=err.hint))
     for out in graph.output:
-        if out.name not in all_outputs and out.name not in defined_up_front:
+        if out.name not in seen or (not out.name and "" not in defined_up_front):
             issues.append(
                 Issue(
                     "error",
@@ -286,7 +303,78 @@ def _check_graph(graph: onnx.GraphProto, outer: frozenset[str], where: str, issu
     _check_tensor_data(graph, where, issues)
     _check_dims(graph, where, issues)
     if top:
-        _check_unused(graph, index, where, issues)
+        read.discard("")
+        _check_unused(index, read, where, issues)
+
+
+def _check_node_outputs(graph: onnx.GraphProto, index: GraphIndex, i: int, where: str, issues: list[Issue]) -> None:
+    """Report each output of node ``i`` that a graph input, an initializer or an earlier node already produces."""
+    node = graph.node[i]
+    label = node_label(node, i)
+    inputs = set(index.inputs)
+    earlier_here: set[str] = set()
+    for out in node.output:
+        if not out:
+            continue
+        first = index.producer.get(out, i)
+        owner: str | None = None
+        if out in inputs:
+            owner = "graph input"
+        elif out in index.initializers:
+            owner = "initializer"
+        elif first < i:
+            owner = node_label(graph.node[first], first)
+        elif out in earlier_here:
+            owner = label
+        earlier_here.add(out)
+        if owner is not None:
+            issues.append(
+                Issue(
+                    "error",
+                    "duplicate-producer",
+                    f"{label} produces {out!r}, which {owner} already produces",
+                    where,
+                    node.name or label,
+                    out,
+                    "every tensor must have exactly one producer: rename one of the outputs",
+                )
+            )
+
+
+def _check_node_inputs(
+    graph: onnx.GraphProto, index: GraphIndex, i: int, seen: set[str], where: str, issues: list[Issue]
+) -> None:
+    """Report each input of node ``i`` that nothing defines before it (unsorted or dangling)."""
+    node = graph.node[i]
+    label = node_label(node, i)
+    for pos, name in enumerate(node.input):
+        if name in seen:
+            continue
+        if name in index.producer:
+            producer = graph.node[index.producer[name]]
+            issues.append(
+                Issue(
+                    "error",
+                    "unsorted",
+                    f"{label} reads input #{pos} {name!r} before {node_label(producer, index.producer[name])} produces it",
+                    where,
+                    node.name or label,
+                    name,
+                    "the nodes are not in execution order: run 'python -m graphkit toposort'",
+                )
+            )
+        else:
+            issues.append(
+                Issue(
+                    "error",
+                    "dangling-input",
+                    f"{label} reads input #{pos} {name!r}, which no node, graph input or initializer produces",
+                    where,
+                    node.name or label,
+                    name,
+                    _dangling_hint(name, (seen | set(index.producer)) - {""}),
+                )
+            )
 
 
 _TYPED_FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data")
@@ -304,17 +392,17 @@ def _check_tensor_data(graph: onnx.GraphProto, where: str, issues: list[Issue]) 
 
 def tensor_data_problem(tensor: onnx.TensorProto) -> str | None:
     """Why a tensor's stored data contradicts its dims and dtype, or None when consistent."""
-    if any(d < 0 for d in tensor.dims):
-        return f"negative dim in shape {list(tensor.dims)}"
     count = 1
     for d in tensor.dims:
-        count *= int(d)
+        if d < 0:
+            return f"negative dim in shape {list(tensor.dims)}"
+        count *= d
     if count > ABSURD_ELEMENTS:
         return f"shape {list(tensor.dims)} has an absurd number of elements ({count})"
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
         return None  # checked against the file when loaded
-    expected = tensor_nbytes(tensor)
     if tensor.HasField("raw_data"):
+        expected = raw_nbytes(tensor.data_type, count)
         if expected >= 0 and len(tensor.raw_data) != expected:
             return f"holds {len(tensor.raw_data)} bytes but shape {list(tensor.dims)} of its dtype needs {expected}"
         return None
@@ -350,49 +438,12 @@ def _dangling_hint(name: str, known: set[str]) -> str:
     return f"{suggestion} ({base})" if suggestion else base
 
 
-def _check_producers(graph: onnx.GraphProto, index: GraphIndex, where: str, issues: list[Issue]) -> None:
-    owners: dict[str, str] = {n: "graph input" for n in index.inputs}
-    for name in index.initializers:
-        owners.setdefault(name, "initializer")
-    node_names: set[str] = set()
-    for i, node in enumerate(graph.node):
-        label = node_label(node, i)
-        if node.name:
-            if node.name in node_names:
-                issues.append(
-                    Issue(
-                        "warning",
-                        "duplicate-node-name",
-                        f"two nodes are named {node.name!r}",
-                        where,
-                        node.name,
-                        hint="rename one so edits and reports can tell them apart",
-                    )
-                )
-            node_names.add(node.name)
-        for name in node.output:
-            if not name:
-                continue
-            if name in owners:
-                issues.append(
-                    Issue(
-                        "error",
-                        "duplicate-producer",
-                        f"{label} produces {name!r}, which {owners[name]} already produces",
-                        where,
-                        node.name or label,
-                        name,
-                        "every tensor must have exactly one producer: rename one of the outputs",
-                    )
-                )
-            else:
-                owners[name] = label
-
-
-def _check_unused(graph: onnx.GraphProto, index: GraphIndex, where: str, issues: list[Issue]) -> None:
+def _check_unused(index: GraphIndex, read: set[str], where: str, issues: list[Issue]) -> None:
+    """Warn about initializers and graph inputs that no node reads (``read``: every name the nodes read)."""
     outputs = set(index.outputs)
+    inputs = set(index.inputs)
     for name in index.initializers:
-        if name not in index.consumers and name not in outputs and name not in set(index.inputs):
+        if name not in read and name not in outputs and name not in inputs:
             issues.append(
                 Issue(
                     "warning",
@@ -404,7 +455,7 @@ def _check_unused(graph: onnx.GraphProto, index: GraphIndex, where: str, issues:
                 )
             )
     for name in index.inputs:
-        if name not in index.consumers and name not in outputs:
+        if name not in read and name not in outputs:
             issues.append(
                 Issue(
                     "warning",

@@ -344,3 +344,44 @@ def test_expose_unknown_tensor_did_you_mean(whole_model: gk.Model) -> None:
     with pytest.raises(gk.TensorNotFoundError) as info:
         gk.expose(whole_model, ["/Add_outptu_0"])
     assert info.value.hint and "'/Add_output_0'" in info.value.hint
+
+
+# ------------------------------------------------------------- which checker runs on the result
+
+
+def _record_checker(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Record the ``full_check`` of every onnx.checker.check_model call."""
+    calls: list[bool] = []
+    real = onnx.checker.check_model
+
+    def spy(model: object, full_check: bool = False, **kwargs: object) -> None:
+        calls.append(full_check)
+        real(model, full_check=full_check, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(onnx.checker, "check_model", spy)
+    return calls
+
+
+def test_inferred_boundaries_get_the_plain_checker(whole_model: gk.Model, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _record_checker(monkeypatch)
+    report = gk.extract_with_report(whole_model, [C12], [C40])
+    assert report.typed_by == {C12: "inference", C40: "inference"}
+    assert calls == [False]  # strict inference would re-derive the source's own types
+    assert_same_values(whole_model, report.model)
+
+
+def test_stated_boundary_types_get_the_full_checker(whole_model: gk.Model, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _record_checker(monkeypatch)
+    gk.extract(whole_model, [C12], [C40], types={C12: ("float32", [1, 3, 14, 14])})
+    assert calls == [True]
+    value_info = gk.load(fixture("dcn.onnx"))
+    calls.clear()
+    gk.extract(value_info, ["input", "/conv1/Conv_output_0"], ["output"])  # the source's value_info types one
+    assert calls == [True]
+
+
+def test_a_user_type_the_nodes_contradict_is_refused(whole_model: gk.Model, tmp_path: Path) -> None:
+    with pytest.raises(gk.InvalidModelError) as info:
+        gk.extract(whole_model, [C12], [C40], types={C12: ("int64", [1, 3, 14, 14])})
+    assert info.value.hint
+    assert not list(tmp_path.iterdir())

@@ -214,3 +214,38 @@ def test_input_file_is_never_modified_by_load_and_save(tmp_path: Path) -> None:
     for path in FIXTURES.rglob("*.onnx"):
         gk.save(gk.load(path), tmp_path / path.name)
     assert folder_digest(FIXTURES) == before
+
+
+def _named_model(node_name: str) -> bytes:
+    proto = onnx.helper.make_model(
+        onnx.helper.make_graph(
+            [onnx.helper.make_node("Relu", ["x"], ["y"], name=node_name)],
+            "g",
+            [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+            [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
+        )
+    )
+    return proto.SerializeToString()
+
+
+def test_a_name_that_is_not_utf8_is_a_corrupt_model(tmp_path: Path) -> None:
+    data = _named_model("nodeA").replace(b"nodeA", b"node\xff")
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(data)
+    with pytest.raises(gk.CorruptModelError) as info:
+        gk.load(path)
+    assert "bad.onnx" in info.value.message and "a node's name" in info.value.message
+    assert "UTF-8" in info.value.message and info.value.hint
+
+
+def test_non_utf8_bytes_where_onnx_allows_bytes_load(tmp_path: Path) -> None:
+    proto = onnx.ModelProto()
+    proto.ParseFromString(_named_model("relu"))
+    tensor = onnx.helper.make_tensor("s", onnx.TensorProto.STRING, [2], [b"\xff\xfe", b"ok"])
+    proto.graph.initializer.append(tensor)
+    proto.graph.node[0].doc_string = "naïve, but valid UTF-8"
+    path = tmp_path / "strings.onnx"
+    path.write_bytes(proto.SerializeToString())
+    model = gk.load(path)
+    assert list(model.graph.initializer[0].string_data) == [b"\xff\xfe", b"ok"]
+    assert model.graph.node[0].doc_string == "naïve, but valid UTF-8"
