@@ -141,3 +141,17 @@ def test_internal_errors_are_exit_3_with_traceback(monkeypatch: pytest.MonkeyPat
     assert "ZeroDivisionError" in capsys.readouterr().err
     with pytest.raises(ZeroDivisionError):
         main(["--traceback", "inspect", str(fixture("linear_func.onnx"))])
+
+
+def test_inspect_and_check_import_neither_onnxruntime_nor_graphsurgeon() -> None:
+    code = (
+        "import sys\n"
+        "from graphkit.cli import main\n"
+        f"assert main(['inspect', {str(fixture('whole_model.onnx'))!r}]) == 0\n"
+        f"assert main(['check', {str(fixture('whole_model.onnx'))!r}]) == 0\n"
+        "print(sorted(m for m in ('onnxruntime', 'onnx_graphsurgeon') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
