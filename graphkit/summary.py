@@ -8,7 +8,6 @@ from typing import Any
 
 import onnx
 
-from graphkit.graph import node_label
 from graphkit.io import tensor_nbytes
 from graphkit.model import Model, is_borrowed, is_external, iter_graphs, iter_tensors
 
@@ -145,7 +144,3 @@ def summarize(model: Model) -> Summary:
         metadata={p.key: p.value for p in proto.metadata_props},
     )
 
-
-def describe_node(node: onnx.NodeProto, index: int | None = None) -> str:
-    """A one-line description of a node, for messages."""
-    return f"{node_label(node, index)}: {list(node.input)} -> {list(node.output)}"

@@ -11,7 +11,7 @@ import numpy as np
 from graphkit.errors import UsageError
 from graphkit.feeds import load_feeds, parse_named, parse_range, parse_shape, resolve_feeds
 
-__all__ = ["FeedArgs", "add_feed_options", "add_runtime_options", "feed_args", "human_bytes", "ms"]
+__all__ = ["FeedArgs", "add_feed_options", "add_runtime_options", "feed_args", "ms"]
 
 
 def add_feed_options(parser: argparse.ArgumentParser) -> None:
@@ -84,9 +84,3 @@ def ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
 
 
-def human_bytes(n: int) -> str:
-    """Bytes as B / KiB / MiB / GiB text."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n} B"

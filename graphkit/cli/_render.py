@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["error", "json_out", "progress", "progress_done", "table", "text", "warn"]
+__all__ = ["error", "human_bytes", "json_out", "progress", "progress_done", "table", "text", "warn"]
 
 
 def text(message: str = "", *, end: str = "\n") -> None:
@@ -66,3 +66,11 @@ def progress_done() -> None:
     """End a progress line."""
     sys.stderr.write("\n")
     sys.stderr.flush()
+
+
+def human_bytes(n: int) -> str:
+    """Bytes as B / KiB / MiB / GiB text."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"

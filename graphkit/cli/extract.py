@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     _render.text(f"wrote {args.output}: {report.nodes} nodes, {len(report.inputs)} input(s), "
                  f"{len(report.outputs)} output(s), {report.initializers} initializers "
-                 f"({_size(report.weight_bytes)} of weights)")
+                 f"({_render.human_bytes(report.weight_bytes)} of weights)")
     _render.table([("input", s.name, s.dtype, s.shape_text()) for s in report.inputs]
                   + [("output", s.name, s.dtype, s.shape_text()) for s in report.outputs], indent=2)
     return 0
@@ -101,7 +101,3 @@ def raise_usage() -> None:
                      hint="e.g. graphkit extract in.onnx out.onnx --inputs A --outputs B")
 
 
-def _size(n: int) -> str:
-    if n >= 2**20:
-        return f"{n / 2**20:.1f} MiB"
-    return f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} B"

@@ -15,8 +15,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _mb(n: int) -> str:
-    return f"{n / 2**20:.2f} MiB" if n >= 2**20 else f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} B"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,8 +32,8 @@ def run(args: argparse.Namespace) -> int:
     _render.text("outputs")
     _render.table([(t.name, t.dtype, t.shape_text()) for t in s.outputs], indent=2)
     _render.text(f"nodes      {s.node_count}: " + ", ".join(f"{op}×{n}" for op, n in s.op_types.items()))
-    _render.text(f"weights    {s.initializer_count} initializers, {_mb(s.initializer_bytes)}"
-                 + (f" ({_mb(s.external_bytes)} external in {', '.join(s.external_files)})" if s.external_files else ""))
+    _render.text(f"weights    {s.initializer_count} initializers, {_render.human_bytes(s.initializer_bytes)}"
+                 + (f" ({_render.human_bytes(s.external_bytes)} external in {', '.join(s.external_files)})" if s.external_files else ""))
     for label, values in (("subgraphs", s.subgraphs), ("custom", s.custom_domains), ("functions", s.functions)):
         if values:
             _render.text(f"{label:<10} " + ", ".join(values))

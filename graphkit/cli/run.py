@@ -8,7 +8,8 @@ import argparse
 
 from graphkit import io
 from graphkit.cli import _common, _render
-from graphkit.cli._feeds import add_feed_options, add_runtime_options, feed_args, human_bytes, ms
+from graphkit.cli._feeds import add_feed_options, add_runtime_options, feed_args, ms
+from graphkit.cli._render import human_bytes
 from graphkit.feeds import save_arrays
 from graphkit.run import FeedNote, TensorStats, input_specs, run_detailed
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 
 from graphkit.cli import _common, _render
-from graphkit.cli._feeds import add_feed_options, add_runtime_options, feed_args, human_bytes, ms
+from graphkit.cli._feeds import add_feed_options, add_runtime_options, feed_args, ms
+from graphkit.cli._render import human_bytes
 from graphkit.cli.run import render_feeds, render_stats
 from graphkit.feeds import save_arrays
 from graphkit.io import check_output_path

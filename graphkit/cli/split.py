@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from graphkit.cli import _common, _render
-from graphkit.cli._feeds import human_bytes
+from graphkit.cli._render import human_bytes
 from graphkit.split import MANIFEST, Split, split, write_split
 
 
