@@ -155,3 +155,14 @@ def test_inspect_and_check_import_neither_onnxruntime_nor_graphsurgeon() -> None
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_output_piped_into_head_is_not_an_error(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone, as when `| head -1` has read its line
+    with capsys.disabled(), os.fdopen(write_end, "w") as broken:
+        monkeypatch.setattr(sys, "stdout", broken)
+        code = main(["inspect", str(fixture("whole_model.onnx"))])
+        monkeypatch.undo()
+    assert code == 141

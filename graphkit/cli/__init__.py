@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -77,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         _render.error(err.message, hint=err.hint)
         return EXIT_USAGE
+    except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading: not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         _render.error("interrupted", hint=None)
         return 130
