@@ -228,11 +228,7 @@ class _Graph:
         self.graph = model.graph
         self.nodes: list[onnx.NodeProto] = list(self.graph.node)  # (a list indexes faster than the proto's)
         nodes = self.nodes
-        # reversed, so that the first producer of a name wins (a model with two is invalid anyway)
-        self.producer: dict[str, int] = {
-            o: i for i, node in zip(range(len(nodes) - 1, -1, -1), reversed(nodes)) for o in node.output
-        }
-        self.producer.pop("", None)
+        self.producer: dict[str, int] = _producers(nodes)
         self.initializers: dict[str, onnx.TensorProto] = {t.name: t for t in self.graph.initializer}
         self.sparse: dict[str, onnx.SparseTensorProto] = {s.values.name: s for s in self.graph.sparse_initializer}
         self.inputs: list[str] = [v.name for v in self.graph.input]
@@ -275,6 +271,18 @@ class _Graph:
     def producer_label(self, name: str) -> str:
         i = self.producer.get(name)
         return node_label(self.nodes[i], i) if i is not None else self.kind(name)
+
+
+def _producers(nodes: list[onnx.NodeProto]) -> dict[str, int]:
+    """The index of the node producing each name; the first producer wins (two make a model invalid)."""
+    outputs = [node.output for node in nodes]
+    if all(len(o) == 1 for o in outputs):  # (the usual case: one C-level zip, no inner loop)
+        names = [o[0] for o in outputs]
+        found = dict(zip(reversed(names), range(len(names) - 1, -1, -1)))
+    else:
+        found = {o: i for i, outs in zip(range(len(outputs) - 1, -1, -1), reversed(outputs)) for o in outs}
+    found.pop("", None)
+    return found
 
 
 def _inside_subgraph(g: _Graph, name: str) -> tuple[str, list[str]] | None:
@@ -508,22 +516,50 @@ def _known_types(g: _Graph, names: Iterable[str]) -> dict[str, onnx.TypeProto]:
     return found
 
 
-#: Initializers up to this size keep their values in the graph that shape inference sees (shape
-#: arguments such as Reshape's); larger ones are given to it as typed inputs, never read.
+#: Initializers up to this size may keep their values in the graph that shape inference sees
+#: (shape arguments such as Reshape's); larger ones are given to it without data, never read.
 _INFER_VALUE_LIMIT = 4096
+
+#: Element types whose values ONNX shape inference reads only at the inputs of ``_FLOAT_VALUE_OPS``
+#: (everywhere else a float tensor's type is all it uses): their data is left out elsewhere.
+_FLOAT_TYPES = frozenset(
+    getattr(onnx.TensorProto, n)
+    for n in ("FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", "COMPLEX64", "COMPLEX128", "FLOAT8E4M3FN",
+              "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT4E2M1", "FLOAT8E8M0")
+    if hasattr(onnx.TensorProto, n)
+)
+
+#: Standard ops whose shape inference reads the value of an input that may be a float tensor
+#: (scales, range bounds, depth, pad value).
+_FLOAT_VALUE_OPS = frozenset({"Resize", "Upsample", "Range", "OneHot", "Pad", "ConstantOfShape"})
+
+
+def _value_readers(g: _Graph, nodes: Sequence[onnx.NodeProto]) -> set[str]:
+    """Names whose values shape inference may read even when they are float: inputs of
+    ``_FLOAT_VALUE_OPS``, of nodes of other domains (functions, custom ops) and of nodes with bodies."""
+    found: set[str] = set()
+    for node in nodes:
+        bodies = subgraphs(node) if node.attribute else []
+        if bodies or node.op_type in _FLOAT_VALUE_OPS or node.domain not in ("", "ai.onnx"):
+            found.update(node.input)
+            for sub in bodies:
+                found |= subgraph_outer_reads(sub)
+    return found
 
 
 def _inferred_types(
     g: _Graph,
     names: Sequence[str],
-    nodes: Iterable[onnx.NodeProto],
+    nodes: Sequence[onnx.NodeProto],
     stops: Mapping[str, onnx.TypeProto],
     initializers: Iterable[onnx.TensorProto],
 ) -> dict[str, onnx.TypeProto]:
     """Run ONNX shape inference on ``nodes`` (a weightless copy) and return the types of ``names``.
 
-    The graph inputs and the already typed ``stops`` are typed inputs; small initializers keep their
-    values (shape arguments), large ones are typed inputs, never read.
+    The graph inputs and the already typed ``stops`` are typed inputs. Initializers keep their
+    values only where shape inference may read them (small ones, not float unless an op reads a
+    float value); the others are passed without data (their type is what inference uses), which
+    halves what it parses. Weights on disk are never read.
     """
     proto = onnx.ModelProto()
     proto.ir_version = g.model.proto.ir_version
@@ -538,15 +574,8 @@ def _inferred_types(
         if name not in declared:
             graph.input.append(_value_info(name, tp))
             declared.add(name)
-    small: list[onnx.TensorProto] = []
-    for tensor in initializers:
-        if tensor.name in declared:
-            continue
-        if tensor.ByteSize() <= _INFER_VALUE_LIMIT and tensor.data_location != onnx.TensorProto.EXTERNAL:
-            small.append(tensor)
-        else:
-            graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
-    graph.initializer.extend(small)
+    graph.initializer.extend(t for t in initializers if t.name not in declared)
+    _strip_values(graph.initializer, _value_readers(g, nodes))
     for sparse in g.graph.sparse_initializer:
         if sparse.values.name not in declared:
             graph.input.append(
@@ -554,6 +583,28 @@ def _inferred_types(
             )
     graph.value_info.extend(g.graph.value_info)
     return _run_inference(proto, names)
+
+
+def _strip_values(tensors: Iterable[onnx.TensorProto], value_readers: set[str]) -> None:
+    """Drop the data of the (copied) initializers whose values shape inference does not read."""
+    external, floats, limit = onnx.TensorProto.EXTERNAL, _FLOAT_TYPES, _INFER_VALUE_LIMIT
+    for tensor in tensors:
+        if tensor.data_location == external:
+            pass
+        elif tensor.data_type in floats:
+            if tensor.name in value_readers and tensor.ByteSize() <= limit:
+                continue
+        elif tensor.ByteSize() <= limit:
+            continue
+        if tensor.HasField("raw_data"):  # (the usual case: one field to clear)
+            tensor.ClearField("raw_data")
+        else:
+            for field_name in _DATA_FIELDS:
+                tensor.ClearField(field_name)
+
+
+_DATA_FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data",
+                "external_data", "data_location")
 
 
 def _observed_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
@@ -625,8 +676,27 @@ def _names_read(g: _Graph, stop: int) -> set[str]:
 
 
 def _run_inference(proto: onnx.ModelProto, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
+    """Infer the types of ``names``: without data propagation first (a fifth cheaper), and again with
+    it when that leaves a type without a full shape (data propagation can only refine those)."""
+    found = _infer(proto, names, data_prop=False)
+    if len(found) == len(set(names)) and all(_fully_shaped(tp) for tp in found.values()):
+        return found
+    return _infer(proto, names, data_prop=True)
+
+
+def _fully_shaped(tp: onnx.TypeProto) -> bool:
+    """Whether ``tp`` is a tensor type with a shape whose every dim is a size or a declared name."""
+    if tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
+        return False
+    return all(
+        d.HasField("dim_value") or (d.HasField("dim_param") and not d.dim_param.startswith("unk__"))
+        for d in tp.tensor_type.shape.dim
+    )
+
+
+def _infer(proto: onnx.ModelProto, names: Sequence[str], *, data_prop: bool) -> dict[str, onnx.TypeProto]:
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=data_prop)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError) as err:
         log.info("shape inference failed (%s); trying other ways to type the boundary", err)
         return {}
@@ -658,7 +728,7 @@ def _infer_somehow(
     if cut_nodes is not None and all(n in stops for n in cut_inputs):
         reads = {r for i in cut_nodes for r in g.reads(i)}
         inits = _kept_initializers(g, reads)
-        return _inferred_types(g, names, (g.nodes[i] for i in cut_nodes), stops, inits)
+        return _inferred_types(g, names, [g.nodes[i] for i in cut_nodes], stops, inits)
     # The nodes up to the last producer, with only the initializers they read: inference costs
     # about as much per initializer as per node, so the ones downstream would double its time.
     last = max((g.producer[n] for n in names if n in g.producer), default=-1)
@@ -669,7 +739,7 @@ def _infer_somehow(
         region = _ancestors(g, missing, set(stops))
         nodes = sorted({g.producer[n] for n in region if n in g.producer and n not in stops})
         inits = _kept_initializers(g, region)
-        found |= _inferred_types(g, missing, (g.nodes[i] for i in nodes), stops, inits)
+        found |= _inferred_types(g, missing, [g.nodes[i] for i in nodes], stops, inits)
     return found
 
 

@@ -385,3 +385,36 @@ def test_a_user_type_the_nodes_contradict_is_refused(whole_model: gk.Model, tmp_
         gk.extract(whole_model, [C12], [C40], types={C12: ("int64", [1, 3, 14, 14])})
     assert info.value.hint
     assert not list(tmp_path.iterdir())
+
+
+_VALUE_READERS = """
+<ir_version: 8, opset_import: ["" : 17]>
+agraph (float[1, 2, 4, 4] x) => (float[1, 2, 8, 8] out_r, float[N] out_q)
+<float[4] scales = {1.0, 1.0, 2.0, 2.0}, float[8] bias = {0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5},
+ float start = {0.0}, float limit = {6.0}, float delta = {1.5}, int64[2] shape = {-1, 8}>
+{
+    r = Resize <mode = "nearest"> (x, , scales)
+    a = Add (r, bias)
+    out_r = Relu (a)
+    q = Range (start, limit, delta)
+    flat = Reshape (out_r, shape)
+    s = Shape (flat)
+    out_q = Mul (q, q)
+}
+"""
+
+
+def test_cut_inputs_are_typed_from_float_values_shape_inference_reads() -> None:
+    """Resize scales, Range bounds and Reshape shapes keep their values for inference; plain float
+    weights lose theirs (their type is all inference needs) and the types stay those of full inference."""
+    model = gk.parse_model(_VALUE_READERS)
+    full = onnx.shape_inference.infer_shapes(model.proto, data_prop=True)
+    expected = {v.name: v.type for v in full.graph.value_info}
+    report = gk.extract_with_report(model, ["a", "q", "flat"], ["out_r", "out_q", "s"])
+    for name in ("a", "q", "flat"):
+        assert report.typed_by[name] == "inference"
+        got = next(v.type for v in report.model.graph.input if v.name == name)
+        assert got == expected[name], name
+    assert [d.dim_value for d in expected["a"].tensor_type.shape.dim] == [1, 2, 8, 8]
+    assert [d.dim_value for d in expected["q"].tensor_type.shape.dim] == [4]
+    assert_same_values(model, report.model)
