@@ -78,6 +78,8 @@ def main() -> None:
     step("compare finds the first node where the numbers go wrong (exit 1)", "compare", whole,
          str(out / "planted.onnx"), expect=(1,))
     step("diff says what changed (exit 1)", "diff", whole, str(out / "planted.onnx"), expect=(1,))
+    step("merge two models: my_add's output feeds asinh", "merge", str(FIX / "my_add.onnx"), str(FIX / "asinh.onnx"),
+         str(out / "merged.onnx"), "--connect", "output=input", "--prefixes", "a/", "b/", "--overwrite")
     step("a model with external weights", "inspect", str(FIX / "ext_weights" / "model.onnx"))
     step("… runs from where its weights lie", "run", str(FIX / "ext_weights" / "model.onnx"), "--shape", "x=4x64")
     step("an unknown file is one clear error (exit 2)", "inspect", str(out / "missing.onnx"), expect=(2,))
