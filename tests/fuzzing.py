@@ -286,7 +286,7 @@ def campaign(cases: int, seed: int = 0, timeout: float = 10.0, memory_gb: float 
         cmd = [sys.executable, __file__, "--worker", "--cases", str(cases - next_case), "--start", str(next_case),
                "--seed", str(seed), "--timeout", str(timeout), "--memory-gb", str(memory_gb)]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                              timeout=timeout * len(OPERATIONS) * (cases - next_case) + 120)
+                              timeout=min(timeout * len(OPERATIONS) * (cases - next_case) + 120, 86_400))
         done = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
         for item in done:
             _count(summary, item)
