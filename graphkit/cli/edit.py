@@ -243,25 +243,19 @@ def collect_steps(raw: list[tuple[str, Any]]) -> list[Step]:
 
 
 def _absolute(step: Step, base: Path) -> Step:
-    def fix(value: Any) -> Any:
-        if isinstance(value, dict) and set(value) == {"npy"}:
-            return {"npy": str((base / str(value["npy"])).resolve())}
-        if isinstance(value, list):
-            return [fix(v) for v in value]
-        if isinstance(value, dict):
-            return {k: fix(v) for k, v in value.items()}
-        return value
-
-    args = {k: fix(v) for k, v in step.args.items()}
-    if step.op == "merge" and "other" in args:
-        args["other"] = str((base / str(args["other"])).resolve())
-    return Step(step.op, args)
+    return _map_paths(step, lambda path: str((base / path).resolve()))
 
 
 def _relative(step: Step, folder: Path) -> Step:
+    return _map_paths(step, lambda path: os.path.relpath(path, folder))
+
+
+def _map_paths(step: Step, convert: Callable[[str], str]) -> Step:
+    """The step with every file path in it (``{"npy": …}`` values, a merge's ``other``) converted."""
+
     def fix(value: Any) -> Any:
         if isinstance(value, dict) and set(value) == {"npy"}:
-            return {"npy": os.path.relpath(str(value["npy"]), folder)}
+            return {"npy": convert(str(value["npy"]))}
         if isinstance(value, list):
             return [fix(v) for v in value]
         if isinstance(value, dict):
@@ -270,7 +264,7 @@ def _relative(step: Step, folder: Path) -> Step:
 
     args = {k: fix(v) for k, v in step.args.items()}
     if step.op == "merge" and "other" in args:
-        args["other"] = os.path.relpath(str(args["other"]), folder)
+        args["other"] = convert(str(args["other"]))
     return Step(step.op, args)
 
 
