@@ -39,8 +39,13 @@ class _ArgError(Exception):
         self.usage = usage
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser, with one subcommand per verb module."""
+def build_parser(verbs: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser, with one subcommand per verb module.
+
+    Args:
+        verbs: the verbs to register (default: all of ``VERBS``). ``main`` registers only the verb
+            it is asked to run, so that a verb does not import every other verb's modules.
+    """
     parser = _Parser(
         prog="graphkit",
         description="Pure-ONNX graph surgery and debugging: inspect, check, extract, split, run, edit, compare.",
@@ -48,16 +53,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--traceback", action="store_true", help="show the full traceback on errors")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv for debug)")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
-    for name in VERBS:
+    for name in VERBS if verbs is None else verbs:
         module = importlib.import_module(f"graphkit.cli.{name.replace('-', '_')}")
         module.add_parser(sub)
     return parser
 
 
+def _requested_verb(args: Sequence[str]) -> str | None:
+    """The verb ``args`` ask for, if they name a known one after nothing but ``--traceback`` / ``-v``.
+
+    The top-level options take no value, so the first positional argument is the verb. Anything
+    else (no verb, an unknown or abbreviated verb, ``-h`` before the verb, an abbreviated option,
+    ``--``) gives None: then the full parser, whose help and errors list every verb, is built.
+    """
+    for arg in args:
+        if not arg.startswith("-"):
+            return arg if arg in VERBS else None
+        if arg not in ("--traceback", "--verbose") and set(arg[1:]) != {"v"}:  # -v, -vv, ...
+            return None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    verb = _requested_verb(args_list)
+    parser = build_parser(None if verb is None else [verb])
     try:
         args = parser.parse_args(args_list)
     except _ArgError as err:
