@@ -12,7 +12,6 @@ whatever was imported before (see :class:`_Package`); the submodule stays in ``s
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from typing import TYPE_CHECKING, Any
@@ -223,14 +222,23 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 
+def _import(module_name: str) -> types.ModuleType:
+    """``import <module_name>`` as a statement does it, so that ``python -X importtime`` reports it.
+
+    (``importlib.import_module`` bypasses the interpreter's import timing for the module it imports.)
+    """
+    __import__(module_name)
+    return sys.modules[module_name]
+
+
 def _lazy_attribute(name: str) -> Any:
     """Import a public name (or a submodule) of the package on first access and cache it."""
     module_name = _EXPORTS.get(name)
     if module_name is not None:
-        value = getattr(importlib.import_module(module_name), name)
+        value = getattr(_import(module_name), name)
     elif not name.startswith("_"):
         try:  # a submodule not yet imported (graphkit.io, graphkit.edit, ...), as the eager import had them
-            value = importlib.import_module(f"{__name__}.{name}")
+            value = _import(f"{__name__}.{name}")
         except ModuleNotFoundError as err:
             if err.name != f"{__name__}.{name}":
                 raise
