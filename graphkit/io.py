@@ -143,7 +143,7 @@ def load_bytes(data: bytes, *, base_dir: str | os.PathLike[str] | None = None, s
     proto = _parse(data, label)
     folder = Path(base_dir).resolve() if base_dir is not None else None
     model = Model(proto, folder, source)
-    if _may_hold_external(data):
+    if b"location" in data:  # no external-data entry can exist without this key
         for tensor, where in iter_tensors(proto):
             if is_external(tensor):
                 external_ref(model, tensor, where=where)
@@ -308,99 +308,17 @@ def _parse(data: bytes, label: str) -> onnx.ModelProto:
             f"{label} parses as protobuf but is not an ONNX model (no graph or no ir_version)",
             hint="check that this is an .onnx model file",
         )
-    if _may_lack_op_type(data):
-        for node in proto.graph.node:
-            if not node.op_type:
-                raise CorruptModelError(
-                    f"{label}: a node ({node.name or 'unnamed'}) has no op_type", hint="the file is corrupted"
-                )
+    for node in proto.graph.node:
+        if not node.op_type:
+            raise CorruptModelError(
+                f"{label}: a node ({node.name or 'unnamed'}) has no op_type", hint="the file is corrupted"
+            )
     bad = None if _all_text_utf8(data) else _first_non_utf8(proto)
     if bad is not None:
         raise CorruptModelError(
             f"{label}: {bad} is not valid UTF-8 text", hint="the file is corrupted; export or copy it again"
         )
     return proto
-
-
-# Facts about a serialized model learned at C speed, without a Python pass over its nodes or tensors.
-# Each parses the bytes once more into a *view*: a schema declaring only the few fields the question
-# needs (everything else is skipped as unknown fields, then discarded), so the view's serialization is
-# small and a byte search answers the question. Each answers "maybe" (True) whenever it cannot be sure
-# (the view does not parse, or the searched bytes occur by chance): the exact Python pass runs then.
-# Message fields are all declared repeated: where ONNX merges repeated occurrences of a singular
-# message, the view keeps each, so it sees every value the merged message could hold.
-
-_VIEW_PACKAGE = "graphkit_view"
-_MESSAGE, _REPEATED = 11, 3  # FieldDescriptorProto.TYPE_MESSAGE, LABEL_REPEATED
-_STRING, _INT32, _OPTIONAL = 9, 5, 1
-#: view name -> {message: [(field, number, type: message name or _STRING/_INT32)]}; "Model" is the root.
-_VIEW_SPECS: dict[str, dict[str, list[tuple[str, int, str | int]]]] = {
-    # Main-graph nodes and their op_type: a node without one serializes as b"\n\x00".
-    "ops": {"Model": [("graph", 7, "Graph")], "Graph": [("node", 1, "Node")], "Node": [("op_type", 4, _STRING)]},
-    # Every tensor iter_tensors visits, with only data_location: an external one serializes b"\x70\x01".
-    "tensors": {
-        "Model": [("graph", 7, "Graph"), ("functions", 25, "Function")],
-        "Function": [("node", 7, "Node")],
-        "Graph": [("node", 1, "Node"), ("initializer", 5, "Tensor"), ("sparse_initializer", 15, "Sparse")],
-        "Node": [("attribute", 5, "Attribute")],
-        "Attribute": [
-            ("t", 5, "Tensor"),
-            ("g", 6, "Graph"),
-            ("tensors", 10, "Tensor"),
-            ("graphs", 11, "Graph"),
-            ("sparse_tensor", 22, "Sparse"),
-            ("sparse_tensors", 23, "Sparse"),
-        ],
-        "Sparse": [("values", 1, "Tensor"), ("indices", 2, "Tensor")],
-        "Tensor": [("data_location", 14, _INT32)],
-    },
-}
-_views: dict[str, Any] = {}
-_EMPTY_NODE = b"\n\x00"  # GraphProto.node (field 1), length 0
-_EXTERNAL_LOCATION = bytes([14 << 3, onnx.TensorProto.EXTERNAL])  # TensorProto.data_location = EXTERNAL
-
-
-def _may_lack_op_type(data: bytes) -> bool:
-    """False only if every node of the main graph has a non-empty op_type (one C-level parse and search)."""
-    view = _parsed_view("ops", data)
-    return view is None or _EMPTY_NODE in view.SerializeToString()
-
-
-def _may_hold_external(data: bytes) -> bool:
-    """False only if no tensor ``iter_tensors`` visits has data_location EXTERNAL (as ``_may_lack_op_type``)."""
-    view = _parsed_view("tensors", data)
-    return view is None or _EXTERNAL_LOCATION in view.SerializeToString()
-
-
-def _parsed_view(name: str, data: bytes) -> Any:
-    """``data`` parsed as view ``name`` with its unknown fields dropped, or None if it does not parse."""
-    if name not in _views:
-        _views[name] = _view_class(name)
-    view = _views[name]()
-    try:
-        view.ParseFromString(data)
-    except (DecodeError, RuntimeError, ValueError):
-        return None
-    view.DiscardUnknownFields()
-    return view
-
-
-def _view_class(name: str) -> Any:
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    package = f"{_VIEW_PACKAGE}_{name}"
-    schema = descriptor_pb2.FileDescriptorProto(name=f"{package}.proto", package=package, syntax="proto3")
-    for message, fields in _VIEW_SPECS[name].items():
-        declared = schema.message_type.add(name=message)
-        for field, number, kind in fields:
-            entry = declared.field.add(name=field, number=number)
-            if isinstance(kind, str):
-                entry.type, entry.label, entry.type_name = _MESSAGE, _REPEATED, f".{package}.{kind}"
-            else:
-                entry.type, entry.label = kind, _OPTIONAL
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(schema)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.Model"))
 
 
 _STRICT_PACKAGE = "graphkit_utf8_check"
