@@ -1075,7 +1075,7 @@ def extract(
 
     See ``extract_with_report`` for the arguments; this returns only the model.
     """
-    return extract_with_report(model, inputs, outputs, check=check, types=types, observe=observe).model
+    return _extract(model, inputs, outputs, check=check, types=types, observe=observe).model
 
 
 def extract_with_report(
@@ -1120,6 +1120,46 @@ def extract_with_report(
         UsageError: A name is given twice, or a boundary tensor's type cannot be found.
         InvalidModelError: ``check`` is set and the result fails validation.
     """
+    done = _extract(model, inputs, outputs, check=check, types=types, observe=observe)
+    g, cut, proto = done.graph, done.cut, done.model.proto
+    kept = [g.initializers[n] for n in cut.initializers if n in g.initializers]
+    return Extraction(
+        model=done.model,
+        nodes=len(proto.graph.node),
+        inputs=tuple(TensorSig.of(v) for v in proto.graph.input),
+        outputs=tuple(TensorSig.of(v) for v in proto.graph.output),
+        unused_inputs=tuple(n for n in done.inputs if n not in cut.used_inputs),
+        initializers=len(proto.graph.initializer),
+        weight_bytes=sum(max(tensor_nbytes(t), 0) for t in kept),
+        functions=tuple(f"{f.domain}::{f.name}" for f in proto.functions),
+        typed_by={n: done.typing.source.get(n, "model") for n in dict.fromkeys(done.inputs + done.outputs)},
+        notes=done.notes,
+    )
+
+
+@dataclass
+class _Done:
+    """An extraction before its report: what ``extract`` returns and ``extract_with_report`` tells."""
+
+    model: Model
+    graph: _Graph
+    cut: _Cut
+    typing: _Typing
+    inputs: list[str]
+    outputs: list[str]
+    notes: tuple[str, ...]
+
+
+def _extract(
+    model: Model,
+    inputs: Sequence[str] | None,
+    outputs: Sequence[str] | None,
+    *,
+    check: bool,
+    types: Mapping[str, Any] | None,
+    observe: bool,
+) -> _Done:
+    """Extract (see ``extract_with_report``), leaving the report's figures uncomputed."""
     g = _Graph(model)
     user_types = _normalize_types(types)
     default_inputs = inputs is None
@@ -1150,19 +1190,7 @@ def extract_with_report(
     notes = list(typing.notes)
     if reordered:
         notes.append("the source's nodes were not in execution order; the kept nodes were sorted")
-    kept = [g.initializers[n] for n in cut.initializers if n in g.initializers]
-    return Extraction(
-        model=result,
-        nodes=len(proto.graph.node),
-        inputs=tuple(TensorSig.of(v) for v in proto.graph.input),
-        outputs=tuple(TensorSig.of(v) for v in proto.graph.output),
-        unused_inputs=tuple(n for n in wanted_in if n not in cut.used_inputs),
-        initializers=len(proto.graph.initializer),
-        weight_bytes=sum(max(tensor_nbytes(t), 0) for t in kept),
-        functions=tuple(f"{f.domain}::{f.name}" for f in proto.functions),
-        typed_by={n: typing.source.get(n, "model") for n in dict.fromkeys(wanted_in + wanted_out)},
-        notes=tuple(notes),
-    )
+    return _Done(result, g, cut, typing, wanted_in, wanted_out, tuple(notes))
 
 
 def _needs_strict_check(g: _Graph, typing: _Typing, boundary: Sequence[str]) -> bool:
