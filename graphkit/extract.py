@@ -17,10 +17,12 @@ import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import onnx
 
+from graphkit import propagate
 from graphkit.build import dtype_to_onnx
 from graphkit.errors import (
     GraphkitError,
@@ -227,22 +229,42 @@ class _Graph:
         self.model = model
         self.graph = model.graph
         self.nodes: list[onnx.NodeProto] = list(self.graph.node)  # (a list indexes faster than the proto's)
-        nodes = self.nodes
-        self.producer: dict[str, int] = _producers(nodes)
-        self.initializers: dict[str, onnx.TensorProto] = {t.name: t for t in self.graph.initializer}
         self.sparse: dict[str, onnx.SparseTensorProto] = {s.values.name: s for s in self.graph.sparse_initializer}
         self.inputs: list[str] = [v.name for v in self.graph.input]
         self.input_set = set(self.inputs)
         self.outputs: list[str] = [v.name for v in self.graph.output]
         self.output_set = set(self.outputs)
         self._reads: dict[int, list[str]] = {}
+        self._outs: dict[int, list[str]] = {}
+        #: Producers of names found by the fast cut (a subset of ``producer``, built without it).
+        self.located: dict[str, int] = {}
+
+    @cached_property
+    def producer(self) -> dict[str, int]:
+        """The index of the node producing each name (one pass over every node: built on demand)."""
+        return _producers(self.nodes)
+
+    @cached_property
+    def initializers(self) -> dict[str, onnx.TensorProto]:
+        return {t.name: t for t in self.graph.initializer}
+
+    def producer_of(self, name: str) -> int | None:
+        found = self.located.get(name)
+        return found if found is not None else self.producer.get(name)
+
+    def outputs_of(self, i: int) -> list[str]:
+        """The non-empty output names of node ``i``."""
+        found = self._outs.get(i)
+        if found is None:
+            found = self._outs[i] = [o for o in self.nodes[i].output[:] if o]
+        return found
 
     def reads(self, i: int) -> list[str]:
         """Every tensor node ``i`` reads: its inputs and its bodies' outer-scope reads."""
         found = self._reads.get(i)
         if found is None:
             node = self.nodes[i]
-            found = list(node.input)
+            found = node.input[:]
             if "" in found:
                 found = [n for n in found if n]
             if node.attribute:
@@ -325,6 +347,84 @@ class _Cut:
     initializers: set[str]
     used_inputs: set[str]
     missing: list[str]  # graph inputs (or undefined names) the outputs need but are not given
+    ordered: bool = False  # known to be in execution order (found by the backward scan)
+
+
+def _scan_cut(g: _Graph, inputs: Sequence[str], outputs: Sequence[str]) -> _Cut | None:
+    """The cut found in one backward pass over the node list, or None to leave it to ``_cut``.
+
+    In a sorted graph (the usual case) every tensor is produced before it is read, so walking the
+    node list backwards and keeping each node that produces a needed tensor finds the cut without
+    first indexing every node's outputs. The pass stops as soon as nothing is needed any more and
+    every given input is located, so it costs the nodes from the end of the list down to the cut's
+    first node (or the first given input's producer), reading only the outputs of the nodes it
+    passes. It gives up, and ``_cut`` runs with its full index, errors and handling of unsorted
+    graphs, when a kept node reads a tensor that a later node produces (unsorted), when a needed
+    tensor or a given input is found nowhere (an open cut, an unknown name, a subgraph tensor), or
+    when a needed tensor is a graph input that is not given. (A name that is both an initializer
+    and a node output makes a model invalid; this pass takes the initializer, ``_cut`` the node.)
+    """
+    given = set(inputs)
+    inits, sparse, graph_inputs = g.initializers, g.sparse, g.input_set
+    pending: set[str] = set()
+    resolved: set[str] = set()
+    used: set[str] = set()
+    kept_inits: set[str] = set()
+    kept: list[int] = []
+    locate = {n for n in given if n not in graph_inputs and n not in inits and n not in sparse}
+    for name in outputs:
+        if name in given:
+            used.add(name)
+        elif name in inits or name in sparse:
+            kept_inits.add(name)
+        elif name in graph_inputs:
+            return None
+        else:
+            pending.add(name)
+    nodes, located, outs_cache = g.nodes, g.located, g._outs
+    i = len(nodes)
+    while pending or locate:
+        if i == 0:
+            return None
+        i -= 1
+        node = nodes[i]
+        outs = node.output[:]  # (slicing a repeated field costs half of iterating it)
+        for o in outs:
+            if o in pending or o in locate:
+                break
+        else:
+            continue
+        if "" in outs:
+            outs = [o for o in outs if o]
+        outs_cache[i] = outs
+        if locate:
+            for o in outs:
+                if o in locate:
+                    located[o] = i
+                    locate.discard(o)
+            if not any(o in pending for o in outs):
+                continue
+        pending.difference_update(outs)
+        resolved.update(outs)
+        kept.append(i)
+        plain = not node.attribute
+        reads = node.input[:] if plain else g.reads(i)
+        for r in reads:
+            if r in given:
+                used.add(r)
+            elif r in resolved:
+                return None  # read before it is produced: unsorted (or a cycle)
+            elif r in inits or r in sparse:
+                kept_inits.add(r)
+            elif r in graph_inputs or not r:
+                if r:
+                    return None
+            else:
+                pending.add(r)
+        if plain:
+            g._reads[i] = [r for r in reads if r] if "" in reads else reads
+    kept.reverse()
+    return _Cut(kept, kept_inits, used, [], ordered=True)
 
 
 def _cut(g: _Graph, inputs: Sequence[str], outputs: Sequence[str]) -> _Cut:
@@ -725,6 +825,10 @@ def _infer_somehow(
     node list up to the last producer (C-level copies; enough when the nodes are sorted), and when
     that is not enough, the exact upstream region.
     """
+    fast = _propagated_types(g, names, stops, cut_nodes if cut_nodes is not None and all(
+        n in stops for n in cut_inputs) else None)
+    if fast is not None:
+        return fast
     if cut_nodes is not None and all(n in stops for n in cut_inputs):
         reads = {r for i in cut_nodes for r in g.reads(i)}
         inits = _kept_initializers(g, reads)
@@ -741,6 +845,155 @@ def _infer_somehow(
         inits = _kept_initializers(g, region)
         found |= _inferred_types(g, missing, [g.nodes[i] for i in nodes], stops, inits)
     return found
+
+
+def _propagated_types(
+    g: _Graph, names: Sequence[str], stops: Mapping[str, onnx.TypeProto], region: Sequence[int] | None
+) -> dict[str, onnx.TypeProto] | None:
+    """The types of ``names`` by exact Python propagation (graphkit.propagate), or None.
+
+    ``region`` is the cut's nodes when its inputs are all typed; otherwise the nodes upstream of
+    ``names`` are found by a backward scan from their producers. None (then ONNX shape inference
+    runs) when the model declares value_info (inference merges it), when a node is outside what
+    propagation types exactly, or when the nodes are not in execution order.
+    """
+    if len(g.graph.value_info) or len(g.graph.sparse_initializer):
+        return None
+    opset = next((o.version for o in g.model.proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    typer = propagate.Typer(opset)
+    types: dict[str, propagate.FastType] = {}
+    if region is None:
+        steps = _upstream_steps(g, names, stops, typer, types)
+    else:
+        steps = _region_steps(g, region, stops, typer, types)
+    if steps is None or not typer.run(steps, types):
+        return None
+    found: dict[str, onnx.TypeProto] = {}
+    for name in names:
+        t = types.get(name)
+        if t is None:
+            return None
+        found[name] = propagate.to_type_proto(t)
+    return found
+
+
+def _outside_type(
+    name: str,
+    stops: Mapping[str, onnx.TypeProto],
+    inits: Mapping[str, onnx.TensorProto],
+    graph_inputs: set[str],
+    g: _Graph,
+) -> propagate.FastType | None:
+    """The type of a tensor read from outside the propagated nodes: a stop, a graph input, a weight."""
+    if name in stops:
+        return propagate.type_of(stops[name])
+    if name in graph_inputs:
+        if name in inits:
+            return None  # an overridable initializer: its type is the input's; left to ONNX
+        return propagate.type_of(next(v.type for v in g.graph.input if v.name == name))
+    tensor = inits.get(name)
+    if tensor is None or not tensor.data_type:
+        return None
+    return tensor.data_type, tuple(tensor.dims[:])
+
+
+_Step = tuple[onnx.NodeProto, str, list[str], str]
+
+
+def _region_steps(
+    g: _Graph,
+    region: Sequence[int],
+    stops: Mapping[str, onnx.TypeProto],
+    typer: propagate.Typer,
+    types: dict[str, propagate.FastType],
+) -> list[_Step] | None:
+    """The cut's nodes as propagation steps, with the types of what they read from outside the cut
+    added to ``types``; None if a node or an outside type is beyond what propagation types."""
+    steps: list[_Step] = []
+    produced: set[str] = set()
+    inits, graph_inputs = g.initializers, g.input_set
+    for i in region:
+        node = g.nodes[i]
+        op = node.op_type
+        outs = g.outputs_of(i)
+        if len(outs) != 1 or not typer.supports(op, node.domain):
+            return None
+        reads = g.reads(i)
+        for r in reads:
+            if r not in produced and r not in types:
+                t = _outside_type(r, stops, inits, graph_inputs, g)
+                if t is None:
+                    return None
+                types[r] = t
+        produced.add(outs[0])
+        steps.append((node, op, reads, outs[0]))
+    return steps
+
+
+def _upstream_steps(
+    g: _Graph,
+    names: Sequence[str],
+    stops: Mapping[str, onnx.TypeProto],
+    typer: propagate.Typer,
+    types: dict[str, propagate.FastType],
+) -> list[_Step] | None:
+    """The nodes ``names`` depend on, down to typed tensors, as propagation steps in execution
+    order, with the types of the typed tensors they read added to ``types``; None when a name has
+    no producer, a node or a type is beyond what propagation types, or the nodes are not in
+    execution order. One backward scan from the last producer."""
+    starts = [g.producer_of(n) for n in names]
+    if any(p is None for p in starts):
+        return None
+    pending = set(names)
+    resolved: set[str] = set()
+    outside = set(stops) | g.input_set
+    inits = g.initializers
+    nodes = g.nodes
+    supports = typer.supports
+    ok: set[str] = set()
+    steps: list[_Step] = []
+    i = max(p for p in starts if p is not None) + 1
+    while pending:
+        if i == 0:
+            return None
+        i -= 1
+        node = nodes[i]
+        outs = node.output[:]
+        for o in outs:
+            if o in pending:
+                break
+        else:
+            continue
+        op = node.op_type
+        if len(outs) != 1 or (op not in ok and not supports(op, node.domain)):
+            return None
+        ok.add(op)  # (standard-domain ops supported at this opset: the domain is checked per node below)
+        if node.domain:
+            return None
+        out = outs[0]
+        reads = node.input[:]
+        if "" in reads:
+            reads = [r for r in reads if r]
+        pending.discard(out)
+        resolved.add(out)
+        steps.append((node, op, reads, out))
+        for r in reads:
+            if r in resolved:
+                return None  # read before it is produced: unsorted (or a cycle)
+            if r in types:
+                continue
+            tensor = inits.get(r)
+            if tensor is not None and r not in outside and tensor.data_type:
+                types[r] = (tensor.data_type, tuple(tensor.dims[:]))  # (inlined: the common case)
+            elif tensor is not None or r in outside:
+                t = _outside_type(r, stops, inits, g.input_set, g)
+                if t is None:
+                    return None
+                types[r] = t
+            else:
+                pending.add(r)
+    steps.reverse()
+    return steps
 
 
 def _type_boundary(
@@ -822,7 +1075,7 @@ def extract(
 
     See ``extract_with_report`` for the arguments; this returns only the model.
     """
-    return extract_with_report(model, inputs, outputs, check=check, types=types, observe=observe).model
+    return _extract(model, inputs, outputs, check=check, types=types, observe=observe).model
 
 
 def extract_with_report(
@@ -867,6 +1120,46 @@ def extract_with_report(
         UsageError: A name is given twice, or a boundary tensor's type cannot be found.
         InvalidModelError: ``check`` is set and the result fails validation.
     """
+    done = _extract(model, inputs, outputs, check=check, types=types, observe=observe)
+    g, cut, proto = done.graph, done.cut, done.model.proto
+    kept = [g.initializers[n] for n in cut.initializers if n in g.initializers]
+    return Extraction(
+        model=done.model,
+        nodes=len(proto.graph.node),
+        inputs=tuple(TensorSig.of(v) for v in proto.graph.input),
+        outputs=tuple(TensorSig.of(v) for v in proto.graph.output),
+        unused_inputs=tuple(n for n in done.inputs if n not in cut.used_inputs),
+        initializers=len(proto.graph.initializer),
+        weight_bytes=sum(max(tensor_nbytes(t), 0) for t in kept),
+        functions=tuple(f"{f.domain}::{f.name}" for f in proto.functions),
+        typed_by={n: done.typing.source.get(n, "model") for n in dict.fromkeys(done.inputs + done.outputs)},
+        notes=done.notes,
+    )
+
+
+@dataclass
+class _Done:
+    """An extraction before its report: what ``extract`` returns and ``extract_with_report`` tells."""
+
+    model: Model
+    graph: _Graph
+    cut: _Cut
+    typing: _Typing
+    inputs: list[str]
+    outputs: list[str]
+    notes: tuple[str, ...]
+
+
+def _extract(
+    model: Model,
+    inputs: Sequence[str] | None,
+    outputs: Sequence[str] | None,
+    *,
+    check: bool,
+    types: Mapping[str, Any] | None,
+    observe: bool,
+) -> _Done:
+    """Extract (see ``extract_with_report``), leaving the report's figures uncomputed."""
     g = _Graph(model)
     user_types = _normalize_types(types)
     default_inputs = inputs is None
@@ -874,15 +1167,18 @@ def extract_with_report(
     wanted_out = list(outputs) if outputs is not None else list(g.outputs)
     if not wanted_out:
         raise UsageError("no outputs to extract", hint="give the tensors to compute with --outputs")
-    _check_names(g, wanted_in, "--inputs")
-    _check_names(g, wanted_out, "--outputs")
     for name in user_types:
         if name not in wanted_in and name not in wanted_out:
             raise UsageError(f"a type is given for {name!r}, which is neither an input nor an output",
                              hint="give types only for tensors listed in --inputs or --outputs")
-    cut = _cut(g, wanted_in, wanted_out)
-    if cut.missing:
-        raise _open_cut_error(g, wanted_in, wanted_out, cut)
+    distinct = len(set(wanted_in)) == len(wanted_in) and len(set(wanted_out)) == len(wanted_out)
+    cut = _scan_cut(g, wanted_in, wanted_out) if distinct else None
+    if cut is None:  # (something only the full walk handles or explains)
+        _check_names(g, wanted_in, "--inputs")
+        _check_names(g, wanted_out, "--outputs")
+        cut = _cut(g, wanted_in, wanted_out)
+        if cut.missing:
+            raise _open_cut_error(g, wanted_in, wanted_out, cut)
     if default_inputs:
         wanted_in = [n for n in wanted_in if n in cut.used_inputs]
     typing = _type_boundary(g, wanted_in, wanted_out, user_types, observe=observe, cut_nodes=cut.nodes)
@@ -894,19 +1190,7 @@ def extract_with_report(
     notes = list(typing.notes)
     if reordered:
         notes.append("the source's nodes were not in execution order; the kept nodes were sorted")
-    kept = [g.initializers[n] for n in cut.initializers if n in g.initializers]
-    return Extraction(
-        model=result,
-        nodes=len(proto.graph.node),
-        inputs=tuple(TensorSig.of(v) for v in proto.graph.input),
-        outputs=tuple(TensorSig.of(v) for v in proto.graph.output),
-        unused_inputs=tuple(n for n in wanted_in if n not in cut.used_inputs),
-        initializers=len(proto.graph.initializer),
-        weight_bytes=sum(max(tensor_nbytes(t), 0) for t in kept),
-        functions=tuple(f"{f.domain}::{f.name}" for f in proto.functions),
-        typed_by={n: typing.source.get(n, "model") for n in dict.fromkeys(wanted_in + wanted_out)},
-        notes=tuple(notes),
-    )
+    return _Done(result, g, cut, typing, wanted_in, wanted_out, tuple(notes))
 
 
 def _needs_strict_check(g: _Graph, typing: _Typing, boundary: Sequence[str]) -> bool:
@@ -974,7 +1258,7 @@ def _build_extracted(
             q for q in src.quantization_annotation if q.tensor_name in kept_tensors or q.tensor_name in boundary
         )
     proto.functions.extend(_used_functions(source, graph))
-    reordered = not _in_order(g, cut.nodes)
+    reordered = not cut.ordered and not _in_order(g, cut.nodes)
     if reordered:
         toposort_proto(proto)
     return proto, reordered

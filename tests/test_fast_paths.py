@@ -1,0 +1,281 @@
+"""The fast paths of extraction give exactly what the general ones give.
+
+- graphkit.propagate types a node's output exactly as ONNX shape inference does, or declines;
+- the backward-scan cut (extract._scan_cut) keeps exactly what the full walk (_cut) keeps, or
+  declines (unsorted graphs, open cuts, unknown names);
+- extract with the fast paths returns byte-identical models to extract with them switched off,
+  on random graphs, the fixtures and onnx's light models.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import fixture
+from onnx import TensorProto, helper
+
+import graphkit as gk
+from graphkit import propagate
+
+gx = sys.modules["graphkit.extract"]
+
+LIGHT = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
+
+UNARY = ["Relu", "Sigmoid", "Neg", "Abs", "Exp", "Identity", "Softmax", "LeakyRelu", "Gelu", "Not", "Floor"]
+BINARY = ["Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "And", "Max", "Min", "Mean", "Sum"]
+OTHER = ["Cast", "Transpose", "MatMul"]  # (Transpose and MatMul: not propagated; the fast path declines)
+DIMS: list[int | str] = [1, 1, 2, 3, 4, "N", "M"]
+ELEMS = [TensorProto.FLOAT, TensorProto.FLOAT, TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL, TensorProto.DOUBLE]
+
+
+COMPATIBLE: list[list[int | str]] = [["N", 3], [3], [1, 3], [], ["N", 1], [2, "N", 3], [1]]
+
+
+def _random_shape(rng: random.Random, compatible: bool = False) -> list[int | str]:
+    if compatible:
+        return list(rng.choice(COMPATIBLE))
+    return [rng.choice(DIMS) for _ in range(rng.randint(0, 4))]
+
+
+def _random_model(rng: random.Random, nodes: int = 12, opset: int = 17, valid: bool = False) -> onnx.ModelProto:
+    """A sorted graph of random elementwise ops over random shapes and types (often invalid ones:
+    mismatched shapes and types are what the rules must decline exactly where inference does;
+    ``valid``: float tensors of broadcast-compatible shapes and float ops only)."""
+    inputs, inits, made = [], [], []
+    avail: list[str] = []
+    for k in range(rng.randint(1, 3)):
+        shape = _random_shape(rng, valid)
+        inputs.append(helper.make_tensor_value_info(f"x{k}", TensorProto.FLOAT if valid else rng.choice(ELEMS), shape))
+        avail.append(f"x{k}")
+    for k in range(rng.randint(0, 3)):
+        dims = [d if isinstance(d, int) else 3 for d in _random_shape(rng, valid)]
+        elem = TensorProto.FLOAT if valid else rng.choice([TensorProto.FLOAT, TensorProto.INT64])
+        values = np.ones(dims, dtype=np.float32 if elem == TensorProto.FLOAT else np.int64)
+        inits.append(onnx.numpy_helper.from_array(values, f"w{k}"))
+        avail.append(f"w{k}")
+    for k in range(nodes):
+        kind = rng.random()
+        out = f"t{k}"
+        if valid:
+            op = rng.choice(["Relu", "Neg", "Exp", "Add", "Mul", "Sub", "Max", "Mean", "Sum", "Pow"])
+            arity = 1 if op in ("Relu", "Neg", "Exp") else rng.randint(1, 3) if op in ("Max", "Mean", "Sum") else 2
+            node = helper.make_node(op, [rng.choice(avail) for _ in range(arity)], [out])
+        elif kind < 0.35:
+            op = rng.choice(UNARY)
+            node = helper.make_node(op, [rng.choice(avail)], [out])
+        elif kind < 0.9:
+            op = rng.choice(BINARY)
+            arity = rng.randint(1, 3) if op in ("Max", "Min", "Mean", "Sum") else 2
+            node = helper.make_node(op, [rng.choice(avail) for _ in range(arity)], [out])
+        else:
+            op = rng.choice(OTHER)
+            if op == "Cast":
+                node = helper.make_node(op, [rng.choice(avail)], [out], to=rng.choice(ELEMS))
+            else:
+                node = helper.make_node(op, [rng.choice(avail) for _ in range(1 if op == "Transpose" else 2)], [out])
+        made.append(node)
+        avail.append(out)
+    graph = helper.make_graph(made, "g", inputs, [helper.make_tensor_value_info(avail[-1], 0, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _c_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
+    except (onnx.shape_inference.InferenceError, RuntimeError):
+        return {}
+    return {v.name: v.type for v in [*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input]}
+
+
+def _known(model: onnx.ModelProto) -> dict[str, propagate.FastType | None]:
+    found: dict[str, propagate.FastType | None] = {v.name: propagate.type_of(v.type) for v in model.graph.input}
+    for t in model.graph.initializer:
+        found[t.name] = (t.data_type, tuple(t.dims))
+    return found
+
+
+def _cases(count: int, seed: int, valid: bool = False) -> Iterator[onnx.ModelProto]:
+    rng = random.Random(seed)
+    for _ in range(count):
+        yield _random_model(rng, opset=rng.choice([8, 13, 17, 20]), valid=valid)
+
+
+def test_each_propagated_type_is_the_one_shape_inference_gives() -> None:
+    """Per node: given the input types ONNX inference found, propagate's output type equals
+    inference's, or propagate declines; it never types what inference leaves untyped."""
+    compared = declined = 0
+    for model in _cases(400, seed=11):
+        c_types = _c_types(model)
+        opset = model.opset_import[0].version
+        typer = propagate.Typer(opset)
+        known = _known(model)
+        for node in model.graph.node:
+            ins = [known.get(n) for n in node.input]
+            known[node.output[0]] = expected = (
+                propagate.type_of(c_types[node.output[0]]) if node.output[0] in c_types else None
+            )
+            if any(t is None for t in ins) or not typer.supports(node.op_type, node.domain):
+                continue
+            got = typer.output(node, node.op_type, tuple(t for t in ins if t is not None))
+            if got is None:
+                declined += 1
+                continue
+            assert got == expected, (onnx.printer.to_text(node), ins, got, expected)
+            compared += 1
+    assert compared > 1000 and declined > 50, (compared, declined)
+
+
+def test_propagation_over_whole_graphs_matches_inference() -> None:
+    agreed = 0
+    for model in _cases(300, seed=5, valid=True):
+        c_types = _c_types(model)
+        steps = [(n, n.op_type, list(n.input), n.output[0]) for n in model.graph.node]
+        known = {k: v for k, v in _known(model).items() if v is not None}
+        if len(known) < len(model.graph.input) + len(model.graph.initializer):
+            continue
+        types = dict(known)
+        if not propagate.Typer(model.opset_import[0].version).run(steps, types):
+            continue
+        for node in model.graph.node:
+            assert propagate.type_of(c_types[node.output[0]]) == types[node.output[0]]
+        agreed += 1
+    assert agreed > 100, agreed
+
+
+def test_ops_missing_from_the_opset_are_not_propagated() -> None:
+    typer = propagate.Typer(13)
+    assert not typer.supports("Gelu", "")  # (Gelu came with opset 20)
+    assert propagate.Typer(20).supports("Gelu", "")
+    assert not propagate.Typer(7).supports("Add", "")
+    assert not typer.supports("Relu", "custom")
+
+
+# ------------------------------------------------------------------------------ cut equivalence
+
+
+def _random_dag(rng: random.Random, sort: bool) -> onnx.ModelProto:
+    names = ["x0", "x1"]
+    inits = [onnx.numpy_helper.from_array(np.ones([2], np.float32), f"w{k}") for k in range(3)]
+    nodes = []
+    for k in range(rng.randint(3, 25)):
+        pool = names + [t.name for t in inits]
+        ins = [rng.choice(pool) for _ in range(rng.randint(1, 3))]
+        outs = [f"t{k}"] if rng.random() < 0.85 else [f"t{k}", f"t{k}b"]
+        nodes.append(helper.make_node("Sum" if len(outs) == 1 else "Split", ins, outs, name=f"n{k}"))
+        names.extend(outs)
+    if not sort:
+        rng.shuffle(nodes)
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("x0", "x1")]
+    outputs = [helper.make_tensor_value_info(names[-1], TensorProto.FLOAT, [2])]
+    return helper.make_model(helper.make_graph(nodes, "dag", inputs, outputs, inits))
+
+
+@pytest.mark.parametrize("sort", [True, False], ids=["sorted", "shuffled"])
+def test_the_backward_scan_cut_equals_the_full_walk(sort: bool) -> None:
+    rng = random.Random(3 if sort else 4)
+    scanned = declined = 0
+    for _ in range(400):
+        proto = _random_dag(rng, sort)
+        model = gk.Model(proto)
+        tensors = [o for n in proto.graph.node for o in n.output] + ["x0", "x1", "w0"]
+        inputs = rng.sample(tensors, rng.randint(0, 3))
+        outputs = rng.sample([t for t in tensors if t not in inputs], rng.randint(1, 2))
+        fast = gx._scan_cut(gx._Graph(model), inputs, outputs)
+        full = gx._cut(gx._Graph(model), inputs, outputs)
+        if fast is None:
+            declined += 1
+            continue
+        assert not full.missing, (inputs, outputs)
+        assert (fast.nodes, fast.initializers, fast.used_inputs) == (full.nodes, full.initializers, full.used_inputs)
+        scanned += 1
+    assert scanned > (60 if sort else 5), scanned
+    assert declined > 20, declined
+
+
+# --------------------------------------------------------------------- extract, fast vs general
+
+
+@pytest.fixture
+def no_fast_paths(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(gx, "_scan_cut", lambda *a: None)
+    monkeypatch.setattr(gx, "_propagated_types", lambda *a: None)
+    yield
+
+
+def _both(model: gk.Model, inputs: list[str], outputs: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, bytes]:
+    fast = gx.extract_with_report(model, inputs, outputs)
+    with monkeypatch.context() as m:
+        m.setattr(gx, "_scan_cut", lambda *a: None)
+        m.setattr(gx, "_propagated_types", lambda *a: None)
+        slow = gx.extract_with_report(model, inputs, outputs)
+    assert fast.typed_by == slow.typed_by
+    assert fast.unused_inputs == slow.unused_inputs and fast.notes == slow.notes
+    return fast.model.proto.SerializeToString(), slow.model.proto.SerializeToString()
+
+
+def _chain_model(stages: int = 6, width: int = 8) -> gk.Model:
+    """A small many_nodes-like model: stages of Add-Mul-Relu branches merged by Mean (no value_info)."""
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+    x = "x"
+    for s in range(stages):
+        ends = []
+        for b in range(2):
+            t = x
+            for k, op in enumerate(("Add", "Mul", "Relu")):
+                out = f"/s{s}/b{b}/{op.lower()}{k}"
+                if op == "Relu":
+                    nodes.append(helper.make_node(op, [t], [out]))
+                else:
+                    w = f"/s{s}/b{b}/w{k}"
+                    inits.append(onnx.numpy_helper.from_array(rng.standard_normal(width).astype(np.float32), w))
+                    nodes.append(helper.make_node(op, [t, w], [out]))
+                t = out
+            ends.append(t)
+        x = "y" if s == stages - 1 else f"/s{s}/out"
+        nodes.append(helper.make_node("Mean", ends, [x]))
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", width])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", width])], inits)
+    return gk.Model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def test_fast_extraction_is_byte_identical_on_a_chain(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = _chain_model()
+    for inputs, outputs in [
+        (["/s2/out"], ["/s3/b1/relu2"]),
+        (["/s2/out"], ["/s3/out"]),
+        (["/s2/out"], ["y"]),
+        (["/s1/out", "x"], ["/s4/b0/add0", "/s3/out"]),
+        (["x"], ["/s0/out"]),
+    ]:
+        fast, slow = _both(model, inputs, outputs, monkeypatch)
+        assert fast == slow, (inputs, outputs)
+    part = gk.extract(model, ["/s2/out"], ["/s3/out"])
+    assert [d.dim_param or d.dim_value for d in part.graph.input[0].type.tensor_type.shape.dim] == ["N", 8]
+
+
+def test_fast_extraction_is_byte_identical_on_the_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = gk.load(fixture("whole_model.onnx"))
+    c12, c40 = "/convs1/convs1.2/Conv_output_0", "/convs4/convs4.0/Conv_output_0"
+    fast, slow = _both(model, [c12], [c40], monkeypatch)
+    assert fast == slow
+
+
+@pytest.mark.parametrize("path", sorted(LIGHT.glob("light_*.onnx")), ids=lambda p: p.stem.removeprefix("light_"))
+def test_fast_extraction_is_byte_identical_on_light_models(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = gk.load(path)
+    nodes = model.graph.node
+    mid = nodes[len(nodes) // 2].output[0]
+    late = nodes[(3 * len(nodes)) // 4].output[0]
+    for inputs, outputs in [([mid], [late]), ([mid], [o.name for o in model.graph.output])]:
+        try:
+            fast, slow = _both(model, inputs, outputs, monkeypatch)
+        except gk.OpenCutError:
+            continue  # (a branch elsewhere feeds the output: not a valid single-tensor cut)
+        assert fast == slow, (path.name, inputs, outputs)
