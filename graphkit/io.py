@@ -43,6 +43,7 @@ from graphkit.model import (
     iter_graphs,
     iter_initializers,
     iter_tensors,
+    outline,
 )
 
 __all__ = [
@@ -633,6 +634,10 @@ def save(
         raise WriteError(f"cannot write {dest}: folder {folder} does not exist", hint="create the folder first")
     if dest.is_dir():
         raise WriteError(f"cannot write {dest}: it is a folder", hint="give a file name ending in .onnx")
+    if not external:
+        saved = _save_inline_fast(model, dest, folder, allow_external=external is None)
+        if saved is not None:
+            return saved
     proto = onnx.ModelProto()
     proto.CopyFrom(model.proto)
     has_external = has_external_data(proto)
@@ -663,6 +668,23 @@ def save(
                 serialized = None
             _write_proto(proto, tmp_model, dest, serialized)
     log.info("wrote %s%s", dest, f" and {data_name}" if external else "")
+    return Model(proto, folder.resolve(), dest)
+
+
+def _save_inline_fast(model: Model, dest: Path, folder: Path, *, allow_external: bool) -> Model | None:
+    """Save a model without external data in one serialization: the common case of ``save``.
+
+    Returns None, having written nothing, when the model has (or may have) external data, or is too
+    large for one file and ``allow_external`` (``save`` then decides as usual).
+    """
+    data = _serialize(model.proto)
+    if data is None or (allow_external and len(data) > INLINE_LIMIT) or outline(data).has_external_data:
+        return None  # (the outline never misses an external tensor: no False where has_external_data is True)
+    with _atomic_pair(dest, None) as (tmp_model, _):
+        _write_proto(model.proto, tmp_model, dest, data)
+    proto = onnx.ModelProto()
+    proto.CopyFrom(model.proto)  # (the saved model owns its proto, as on the general path)
+    log.info("wrote %s", dest)
     return Model(proto, folder.resolve(), dest)
 
 

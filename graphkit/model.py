@@ -7,13 +7,15 @@ and every writer can find the weights without reading them until their values ar
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import onnx
 
-__all__ = ["BORROWED_KEY", "Model", "has_external_data", "is_borrowed", "is_external", "iter_graphs", "iter_initializers", "iter_tensors"]
+__all__ = ["BORROWED_KEY", "Model", "Outline", "has_external_data", "is_borrowed", "is_external", "iter_graphs", "iter_initializers", "iter_tensors", "outline"]
 
 #: Marks (in TensorProto.metadata_props) an inline weight that ``graphkit.load`` left in the model file:
 #: its external-data entries point into the .onnx file itself, and saving writes it inline again.
@@ -185,3 +187,136 @@ def _attribute_tensors(nodes: Iterable[onnx.NodeProto], where: str) -> Iterator[
             else:
                 yield attr.sparse_tensor.values, where
                 yield attr.sparse_tensor.indices, where
+
+
+# ------------------------------------------------------------------------------- wire outline
+
+
+@dataclass(frozen=True, eq=False)
+class Outline:
+    """A few facts about a serialized model, read by one C-level parse instead of a pass over its nodes.
+
+    The bytes are parsed with a reduced schema whose singular sub-message fields stand for ONNX's
+    repeated ones: protobuf merges every occurrence of a singular message field, so the nodes of a
+    graph merge into one message whose repeated fields hold every node's inputs (names, domains,
+    ...) in order, and every tensor's ``data_location`` lands in one list. Facts about subgraphs
+    merge all bodies found at one depth; each answer below is therefore exact for the main graph
+    and conservative (never misses a case) for bodies and functions.
+    """
+
+    message: Any
+
+    @property
+    def main_has_bodies(self) -> bool:
+        """Whether any node of the main graph has a graph-valued attribute (an If/Loop/Scan body)."""
+        attrs = self.message.graph.node.attribute
+        return bool(attrs.HasField("g") or attrs.HasField("graphs"))
+
+    @property
+    def has_external_data(self) -> bool:
+        """True whenever ``has_external_data`` is (and possibly for tensors it does not look at)."""
+        external = onnx.TensorProto.EXTERNAL
+        return any(external in tensor.data_location for tensor in _outline_tensors(self.message))
+
+    @property
+    def node_domains(self) -> set[str]:
+        """Every domain set explicitly on a node (main graph, bodies, functions); unset means ''."""
+        return {d for node in _outline_nodes(self.message) for d in node.domain}
+
+    @property
+    def main_node_names(self) -> list[str]:
+        """The names set on the main graph's nodes (in order; unnamed nodes may be missing or '')."""
+        return list(self.message.graph.node.name)
+
+    @property
+    def main_node_inputs(self) -> set[str]:
+        """Every name a main-graph node reads directly (not through bodies)."""
+        return set(self.message.graph.node.input)
+
+    @property
+    def main_initializer_names(self) -> set[str]:
+        """The names of the main graph's initializers and sparse initializers (values)."""
+        graph = self.message.graph
+        return set(graph.initializer.name) | set(graph.sparse_initializer.values.name)
+
+
+def outline(data: bytes) -> Outline:
+    """The ``Outline`` of ``data`` (a serialized ModelProto).
+
+    Raises:
+        google.protobuf.message.DecodeError: ``data`` is not a serialized model.
+    """
+    message = _outline_class()()
+    message.ParseFromString(data)
+    return Outline(message)
+
+
+def _outline_graphs(graph: Any) -> Iterator[Any]:
+    yield graph
+    attrs = graph.node.attribute
+    for name in ("g", "graphs"):
+        if attrs.HasField(name):  # (an unset field reads as an empty default: never recurse into it)
+            yield from _outline_graphs(getattr(attrs, name))
+
+
+def _outline_nodes(message: Any) -> Iterator[Any]:
+    if message.HasField("graph"):
+        for graph in _outline_graphs(message.graph):
+            yield graph.node
+    if message.HasField("functions"):
+        yield message.functions.node
+        for name in ("g", "graphs"):
+            if message.functions.node.attribute.HasField(name):
+                for graph in _outline_graphs(getattr(message.functions.node.attribute, name)):
+                    yield graph.node
+
+
+def _outline_tensors(message: Any) -> Iterator[Any]:
+    if message.HasField("graph"):
+        for graph in _outline_graphs(message.graph):
+            yield graph.initializer
+            yield graph.sparse_initializer.values
+            yield graph.sparse_initializer.indices
+    for node in _outline_nodes(message):
+        attrs = node.attribute
+        yield attrs.t
+        yield attrs.tensors
+        for sparse in (attrs.sparse_tensor, attrs.sparse_tensors):
+            yield sparse.values
+            yield sparse.indices
+
+
+@functools.cache
+def _outline_class() -> Any:
+    """The reduced schema of ``Outline`` (field numbers as in onnx.proto), built once."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    field_type = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(name="graphkit_outline.proto", package="graphkit_outline", syntax="proto2")
+    message, string, int32 = field_type.TYPE_MESSAGE, field_type.TYPE_STRING, field_type.TYPE_INT32
+    schema: dict[str, list[tuple[str, int, int, str]]] = {
+        # (field, number, type, message type or "" for a repeated scalar)
+        "Model": [("graph", 7, message, "Graph"), ("functions", 25, message, "Function")],
+        "Graph": [("node", 1, message, "Node"), ("initializer", 5, message, "Tensor"),
+                  ("sparse_initializer", 15, message, "Sparse")],
+        "Node": [("input", 1, string, ""), ("name", 3, string, ""), ("attribute", 5, message, "Attribute"),
+                 ("domain", 7, string, "")],
+        "Attribute": [("t", 5, message, "Tensor"), ("g", 6, message, "Graph"), ("tensors", 10, message, "Tensor"),
+                      ("graphs", 11, message, "Graph"), ("sparse_tensor", 22, message, "Sparse"),
+                      ("sparse_tensors", 23, message, "Sparse")],
+        "Tensor": [("name", 8, string, ""), ("data_location", 14, int32, "")],
+        "Sparse": [("values", 1, message, "Tensor"), ("indices", 2, message, "Tensor")],
+        "Function": [("node", 7, message, "Node")],
+    }
+    for name, fields in schema.items():
+        described = file.message_type.add(name=name)
+        for field_name, number, kind, type_name in fields:
+            entry = described.field.add(name=field_name, number=number, type=kind)
+            if kind == message:
+                entry.label = field_type.LABEL_OPTIONAL  # (singular: every occurrence merges into one)
+                entry.type_name = f".graphkit_outline.{type_name}"
+            else:
+                entry.label = field_type.LABEL_REPEATED
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("graphkit_outline.Model"))

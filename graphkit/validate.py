@@ -9,16 +9,18 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from math import prod
 from typing import Any
 
 import onnx
+from google.protobuf.message import EncodeError
 
 from graphkit.errors import CycleError, InvalidModelError, did_you_mean
 from graphkit.graph import GraphIndex, node_label, subgraph_outer_reads, subgraphs
 from graphkit.io import raw_nbytes
-from graphkit.model import Model
+from graphkit.model import Model, iter_graphs, outline
 
 __all__ = ["Issue", "Report", "check_or_raise", "require_sound", "toposort", "toposort_proto", "validate"]
 
@@ -96,6 +98,10 @@ class Report:
 def validate(model: Model, *, checker: bool = True, full_check: bool = True) -> Report:
     """Check a model with onnx.checker and graphkit's structural checks, listing every problem.
 
+    onnx.checker runs first; when it passes, graphkit's checks that it makes redundant (see
+    ``_fine``) are proven clean in a few C-level calls, and the detailed checks run only when that
+    proof fails, so a broken model gets the same full report either way.
+
     Args:
         model: The model to check (not modified; weights are not read).
         checker: Also run onnx.checker; False runs graphkit's own checks only.
@@ -105,17 +111,27 @@ def validate(model: Model, *, checker: bool = True, full_check: bool = True) -> 
     Returns:
         A Report; ``report.ok`` is False when any error was found.
     """
+    if not checker:
+        return _report(model, None, "skipped")
+    data = _serialized(model)
+    if data is None:  # (too large for one message: the checker says so)
+        message = run_checker(model, full_check=full_check)
+    else:
+        message = run_checker(model, full_check=full_check, serialized=data)
+        if message is None and _fine(model, data, warnings=True):
+            return Report(model.name)
+    return _report(model, message, "passed" if message is None else "failed")
+
+
+def _report(model: Model, message: str | None, checker_state: str) -> Report:
+    """The full report: graphkit's detailed checks, plus the checker's ``message`` unless they explain it."""
     issues: list[Issue] = []
     _check_domains(model.proto, issues)
     _check_graph(model.proto.graph, frozenset(), "main graph", issues, top=True)
-    checker_state = "skipped"
-    if checker:
-        message = run_checker(model, full_check=full_check)
-        checker_state = "passed" if message is None else "failed"
-        if message is not None and not _already_explained(message, issues):
-            issues.append(
-                Issue("error", "checker", f"onnx.checker: {message}", hint="fix the node or tensor the checker names")
-            )
+    if message is not None and not _already_explained(message, issues):
+        issues.append(
+            Issue("error", "checker", f"onnx.checker: {message}", hint="fix the node or tensor the checker names")
+        )
     issues.sort(key=lambda i: i.severity != "error")
     return Report(model.name, tuple(issues), checker_state)
 
@@ -132,7 +148,14 @@ def check_or_raise(model: Model, *, what: str = "the result", full_check: bool =
     Raises:
         InvalidModelError: listing the first errors found.
     """
-    report = validate(model, full_check=full_check)
+    data = _serialized(model)
+    if data is not None:
+        message = run_checker(model, full_check=full_check, serialized=data)
+        if message is None and _fine(model, data, warnings=False):
+            return
+        report = _report(model, message, "passed" if message is None else "failed")
+    else:
+        report = validate(model, full_check=full_check)
     if report.ok:
         return
     first = report.errors[:3]
@@ -141,6 +164,75 @@ def check_or_raise(model: Model, *, what: str = "the result", full_check: bool =
         f"{what} would be invalid: " + "; ".join(i.message for i in first) + more,
         hint=first[0].hint or "run 'python -m graphkit check' on the input for details",
     )
+
+
+def _serialized(model: Model) -> bytes | None:
+    """The model's bytes, or None when it is too large for one protobuf message."""
+    try:
+        data = model.proto.SerializeToString()
+    except (ValueError, EncodeError):
+        return None
+    return data if len(data) <= _PROTOBUF_LIMIT else None
+
+
+def _fine(model: Model, data: bytes, *, warnings: bool) -> bool:
+    """Whether graphkit's checks would find no error (and no warning, if ``warnings``) in a model that
+    passed onnx.checker's plain check. True only when proven; False sends the caller to ``_report``.
+
+    What onnx.checker (plain check, as run here) already rejects, so a passing model has none of
+    them (tests/test_validate.py holds one case per code): every reader, input or body outer read,
+    of a name not defined earlier in its scope (so no "dangling-input", "unsorted" or "cycle": its
+    scopes are narrower than ours); every second producer of a name ("duplicate-producer"); every
+    graph output nothing defines ("dangling-output"); every node whose domain the model (or, in a
+    function, the function) does not import ("missing-opset-import"), except plain ONNX nodes when
+    only "ai.onnx" (not "") is imported. What it does not reject, checked here: that exception, raw
+    data or typed data longer than dims and dtype need ("initializer-size"; shorter is caught),
+    impossible declared shapes ("absurd-shape") and the warnings.
+
+    Args:
+        model: The model.
+        data: Its serialized bytes.
+        warnings: Also prove there is nothing to warn about.
+    """
+    shape = outline(data)
+    imported = {o.domain for o in model.proto.opset_import} | {"ai.onnx"}
+    if "" not in imported or not shape.node_domains <= imported:
+        return False
+    bodies = shape.main_has_bodies
+    graphs = [graph for graph, _ in iter_graphs(model.proto.graph)] if bodies else [model.proto.graph]
+    for graph in graphs:
+        if not _initializers_consistent(graph.initializer):
+            return False
+        problems: list[Issue] = []
+        _check_dims(graph, "", problems)
+        if problems:
+            return False
+    if not warnings:
+        return True
+    if bodies:  # (outer reads of bodies count as reads: leave the warnings to the detailed pass)
+        return False
+    names = [name for name in shape.main_node_names if name]
+    if len(set(names)) != len(names):
+        return False
+    graph = model.proto.graph
+    kept = shape.main_node_inputs | {o.name for o in graph.output}
+    inputs = {i.name for i in graph.input}
+    return not (shape.main_initializer_names - kept - inputs) and not (inputs - kept)
+
+
+def _initializers_consistent(tensors: Iterable[onnx.TensorProto]) -> bool:
+    """Whether ``tensor_data_problem`` finds nothing in ``tensors`` (a few field reads per raw tensor)."""
+    itemsize = _ITEMSIZE
+    for tensor in tensors:
+        raw = tensor.raw_data
+        if raw:
+            dims = tensor.dims
+            # equal sizes: a positive count, so only two or more dims can hide negative ones
+            if len(raw) == itemsize.get(tensor.data_type, 0) * prod(dims) and (len(dims) < 2 or min(dims) >= 0):
+                continue
+        if tensor_data_problem(tensor) is not None:
+            return False
+    return True
 
 
 def require_sound(model: Model, *, allow: tuple[str, ...] = ("unsorted",)) -> None:
@@ -170,12 +262,20 @@ def require_sound(model: Model, *, allow: tuple[str, ...] = ("unsorted",)) -> No
     )
 
 
-def run_checker(model: Model, *, full_check: bool = True) -> str | None:
-    """Run onnx.checker (full check unless told otherwise); return its message, or None when it passes."""
-    proto = model.proto
+def run_checker(model: Model, *, full_check: bool = True, serialized: bytes | None = None) -> str | None:
+    """Run onnx.checker (full check unless told otherwise); return its message, or None when it passes.
+
+    Args:
+        model: The model to check.
+        full_check: Run the full check (with strict shape inference).
+        serialized: The model's bytes, when already at hand (saves serializing it again).
+    """
+    target: onnx.ModelProto | bytes = model.proto if serialized is None else serialized
+    # (the checker finds external data from the working directory; without a "location" entry there is none to find)
+    external = model.has_external_data if serialized is None else b"location" in serialized
     try:
-        with _inside(model.base_dir if model.has_external_data else None):
-            onnx.checker.check_model(proto, full_check=full_check)
+        with _inside(model.base_dir if external else None):
+            onnx.checker.check_model(target, full_check=full_check)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
         return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     except (ValueError, RuntimeError) as err:
@@ -417,6 +517,13 @@ def tensor_data_problem(tensor: onnx.TensorProto) -> str | None:
     return None
 
 
+_PROTOBUF_LIMIT = 2**31 - 1
+#: Bytes per element of the dtypes whose raw data is exactly count x itemsize (not strings, not 4-bit).
+_ITEMSIZE = {
+    dtype: raw_nbytes(dtype, 1)
+    for dtype in onnx.TensorProto.DataType.values()
+    if raw_nbytes(dtype, 1) > 0 and raw_nbytes(dtype, 2) == 2 * raw_nbytes(dtype, 1)
+}
 _PACKED = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(onnx.TensorProto, n)}
 
 
