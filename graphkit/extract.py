@@ -863,11 +863,12 @@ def _propagated_types(
     typer = propagate.Typer(opset)
     types: dict[str, propagate.FastType] = {}
     if region is None:
-        steps = _upstream_steps(g, names, stops, typer, types)
+        if not _forward_types(g, names, stops, typer, types):
+            return None
     else:
         steps = _region_steps(g, region, stops, typer, types)
-    if steps is None or not typer.run(steps, types):
-        return None
+        if steps is None or not typer.run(steps, types):
+            return None
     found: dict[str, onnx.TypeProto] = {}
     for name in names:
         t = types.get(name)
@@ -930,70 +931,75 @@ def _region_steps(
     return steps
 
 
-def _upstream_steps(
+def _forward_types(
     g: _Graph,
     names: Sequence[str],
     stops: Mapping[str, onnx.TypeProto],
     typer: propagate.Typer,
     types: dict[str, propagate.FastType],
-) -> list[_Step] | None:
-    """The nodes ``names`` depend on, down to typed tensors, as propagation steps in execution
-    order, with the types of the typed tensors they read added to ``types``; None when a name has
-    no producer, a node or a type is beyond what propagation types, or the nodes are not in
-    execution order. One backward scan from the last producer."""
+) -> bool:
+    """Type every node up to the last producer of ``names``, in node-list order, into ``types``.
+
+    One forward pass: a node is typed when propagation knows its op and every input is typed (by
+    an earlier node, or as a stop, a graph input or an initializer); otherwise its outputs stay
+    untyped, and so does everything computed from them. In a sorted graph this gives each tensor
+    the type its ancestors determine, exactly as a walk over its ancestors alone would (a node's
+    type depends on nothing else); where the list is not sorted, a read of a tensor made later
+    leaves the reader untyped. Returns whether every name in ``names`` was typed. Cheaper than
+    first finding the ancestors: each node is read once, and only its op, inputs and outputs.
+    """
     starts = [g.producer_of(n) for n in names]
     if any(p is None for p in starts):
-        return None
-    pending = set(names)
-    resolved: set[str] = set()
-    outside = set(stops) | g.input_set
-    inits = g.initializers
+        return False
+    last = max(p for p in starts if p is not None)
+    for name, tp in stops.items():
+        t = propagate.type_of(tp)
+        if t is not None:
+            types[name] = t
+    inits, graph_inputs = g.initializers, g.input_set
+    outside = set(stops) | graph_inputs
     nodes = g.nodes
-    supports = typer.supports
-    ok: set[str] = set()
-    steps: list[_Step] = []
-    i = max(p for p in starts if p is not None) + 1
-    while pending:
-        if i == 0:
-            return None
-        i -= 1
+    memo: dict[tuple[str, tuple[propagate.FastType, ...]], propagate.FastType | None] = {}
+    supported: dict[str, bool] = {}
+    get = types.get
+    for i in range(last + 1):
         node = nodes[i]
-        outs = node.output[:]
-        for o in outs:
-            if o in pending:
-                break
-        else:
-            continue
         op = node.op_type
-        if len(outs) != 1 or (op not in ok and not supports(op, node.domain)):
-            return None
-        ok.add(op)  # (standard-domain ops supported at this opset: the domain is checked per node below)
-        if node.domain:
-            return None
-        out = outs[0]
-        reads = node.input[:]
-        if "" in reads:
-            reads = [r for r in reads if r]
-        pending.discard(out)
-        resolved.add(out)
-        steps.append((node, op, reads, out))
-        for r in reads:
-            if r in resolved:
-                return None  # read before it is produced: unsorted (or a cycle)
-            if r in types:
+        ok = supported.get(op)
+        if ok is None:
+            ok = supported[op] = typer.supports(op, "")
+        if not ok or node.domain:
+            continue
+        ins = []
+        for r in node.input[:]:
+            t = get(r)
+            if t is None:
+                tensor = inits.get(r)
+                if tensor is not None and r not in outside and tensor.data_type:
+                    t = types[r] = (tensor.data_type, tuple(tensor.dims[:]))
+                elif r in outside or tensor is not None:
+                    t = _outside_type(r, stops, inits, graph_inputs, g)
+                    if t is None:
+                        break
+                    types[r] = t
+                else:
+                    break  # made by an untyped node, made later, or nowhere: the node stays untyped
+            ins.append(t)
+        else:
+            outs = node.output[:]
+            if len(outs) != 1:
                 continue
-            tensor = inits.get(r)
-            if tensor is not None and r not in outside and tensor.data_type:
-                types[r] = (tensor.data_type, tuple(tensor.dims[:]))  # (inlined: the common case)
-            elif tensor is not None or r in outside:
-                t = _outside_type(r, stops, inits, g.input_set, g)
-                if t is None:
-                    return None
-                types[r] = t
+            key = (op, tuple(ins))
+            if op == "Cast":
+                out = typer.output(node, op, key[1])
             else:
-                pending.add(r)
-    steps.reverse()
-    return steps
+                try:
+                    out = memo[key]
+                except KeyError:
+                    out = memo[key] = typer.output(node, op, key[1])
+            if out is not None and outs[0] not in stops:
+                types[outs[0]] = out
+    return all(n in types for n in names)
 
 
 def _type_boundary(

@@ -9,8 +9,8 @@
 
 from __future__ import annotations
 
+import importlib
 import random
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +23,7 @@ from onnx import TensorProto, helper
 import graphkit as gk
 from graphkit import propagate
 
-gx = sys.modules["graphkit.extract"]
+gx = importlib.import_module("graphkit.extract")
 
 LIGHT = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
 
@@ -279,3 +279,41 @@ def test_fast_extraction_is_byte_identical_on_light_models(path: Path, monkeypat
         except gk.OpenCutError:
             continue  # (a branch elsewhere feeds the output: not a valid single-tensor cut)
         assert fast == slow, (path.name, inputs, outputs)
+
+
+def test_fast_extraction_with_untypable_side_branches_and_unsorted_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A MatMul off the cut's path does not stop propagation; one on the path hands typing to ONNX
+    inference; an unsorted node list hands both the cut and typing to the general paths. Every
+    result is byte-identical to the general paths' and runs."""
+    model = _chain_model()
+    proto = model.proto
+    side = helper.make_node("MatMul", ["/s1/out", "/s1/b0/w0"], ["side"])  # [N,8] x [8]: off the path
+    proto.graph.node.insert(8, side)
+    proto.graph.output.append(helper.make_tensor_value_info("side", TensorProto.FLOAT, None))
+    with_side = gk.Model(proto)
+    fast, slow = _both(with_side, ["/s2/out"], ["/s3/out"], monkeypatch)
+    assert fast == slow
+    # on the path: a Transpose feeding stage 2's output
+    on_path = onnx.ModelProto()
+    on_path.CopyFrom(proto)
+    for node in on_path.graph.node:
+        if node.output[0] == "/s1/out":
+            node.output[0] = "/s1/pre"
+    on_path.graph.node.insert(
+        len([n for n in on_path.graph.node if not n.output[0].startswith(("/s2", "/s3", "/s4", "/s5", "y"))]),
+        helper.make_node("Transpose", ["/s1/pre"], ["/s1/out"], perm=[0, 1]),
+    )
+    fast, slow = _both(gk.Model(on_path), ["/s2/out"], ["/s3/out"], monkeypatch)
+    assert fast == slow
+    shuffled = onnx.ModelProto()
+    shuffled.CopyFrom(model.proto)
+    nodes = list(shuffled.graph.node)
+    del shuffled.graph.node[:]
+    shuffled.graph.node.extend(reversed(nodes))
+    result = gx.extract_with_report(gk.Model(shuffled), ["/s2/out"], ["/s3/out"])
+    fast, slow = _both(gk.Model(shuffled), ["/s2/out"], ["/s3/out"], monkeypatch)
+    assert fast == slow
+    assert "sorted" in " ".join(result.notes)
+    feeds = {"/s2/out": np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)}
+    np.testing.assert_allclose(gk.run(result.model, feeds)["/s3/out"],
+                               gk.run(gk.extract(model, ["/s2/out"], ["/s3/out"]), feeds)["/s3/out"], rtol=1e-6)
