@@ -381,7 +381,8 @@ def _scan_cut(g: _Graph, inputs: Sequence[str], outputs: Sequence[str]) -> _Cut 
             return None
         else:
             pending.add(name)
-    nodes, located, outs_cache = g.nodes, g.located, g._outs
+    nodes, located, outs_cache, reads_cache = g.nodes, g.located, g._outs, g._reads
+    plain: dict[str, bool] = {}
     i = len(nodes)
     while pending or locate:
         if i == 0:
@@ -389,26 +390,32 @@ def _scan_cut(g: _Graph, inputs: Sequence[str], outputs: Sequence[str]) -> _Cut 
         i -= 1
         node = nodes[i]
         outs = node.output[:]  # (slicing a repeated field costs half of iterating it)
-        for o in outs:
-            if o in pending or o in locate:
-                break
-        else:
+        if pending.isdisjoint(outs) and (not locate or locate.isdisjoint(outs)):
             continue
         if "" in outs:
             outs = [o for o in outs if o]
         outs_cache[i] = outs
-        if locate:
+        if locate and not locate.isdisjoint(outs):
             for o in outs:
                 if o in locate:
                     located[o] = i
                     locate.discard(o)
-            if not any(o in pending for o in outs):
+            if pending.isdisjoint(outs):
                 continue
         pending.difference_update(outs)
         resolved.update(outs)
         kept.append(i)
-        plain = not node.attribute
-        reads = node.input[:] if plain else g.reads(i)
+        op = node.op_type
+        flat = plain.get(op)
+        if flat is None:
+            flat = plain[op] = _without_bodies(op)
+        if flat and not node.domain:
+            reads = node.input[:]
+            if "" in reads:
+                reads = [r for r in reads if r]
+            reads_cache[i] = reads
+        else:
+            reads = g.reads(i)
         for r in reads:
             if r in given:
                 used.add(r)
@@ -416,13 +423,10 @@ def _scan_cut(g: _Graph, inputs: Sequence[str], outputs: Sequence[str]) -> _Cut 
                 return None  # read before it is produced: unsorted (or a cycle)
             elif r in inits or r in sparse:
                 kept_inits.add(r)
-            elif r in graph_inputs or not r:
-                if r:
-                    return None
+            elif r in graph_inputs:
+                return None
             else:
                 pending.add(r)
-        if plain:
-            g._reads[i] = [r for r in reads if r] if "" in reads else reads
     kept.reverse()
     return _Cut(kept, kept_inits, used, [], ordered=True)
 
@@ -455,6 +459,17 @@ def _cut(g: _Graph, inputs: Sequence[str], outputs: Sequence[str]) -> _Cut:
         else:
             missing.append(name)
     return _Cut(sorted(needed), initializers, used, missing)
+
+
+#: The standard ops with graph attributes (bodies), in every opset up to the installed onnx's (a
+#: test compares this with onnx's schemas).
+BODY_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+
+
+def _without_bodies(op: str) -> bool:
+    """Whether a standard-domain node of op type ``op`` cannot hold a body: a known standard op
+    other than ``BODY_OPS`` (an unknown op type might carry graph attributes)."""
+    return op not in BODY_OPS and onnx.defs.has(op)
 
 
 def _ancestors(g: _Graph, start: Iterable[str], stop: set[str]) -> set[str]:

@@ -317,3 +317,31 @@ def test_fast_extraction_with_untypable_side_branches_and_unsorted_nodes(monkeyp
     feeds = {"/s2/out": np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)}
     np.testing.assert_allclose(gk.run(result.model, feeds)["/s3/out"],
                                gk.run(gk.extract(model, ["/s2/out"], ["/s3/out"]), feeds)["/s3/out"], rtol=1e-6)
+
+
+def test_the_ops_with_bodies_are_the_ones_onnx_defines() -> None:
+    graph_kinds = {onnx.defs.OpSchema.AttrType.GRAPH, onnx.defs.OpSchema.AttrType.GRAPHS}
+    with_bodies = {
+        s.name for s in onnx.defs.get_all_schemas_with_history()
+        if s.domain == "" and any(a.type in graph_kinds for a in s.attributes.values())
+    }
+    assert with_bodies == gx.BODY_OPS
+    assert not gx._without_bodies("NotAnOnnxOp")  # (unknown ops are read with their attributes)
+
+
+def test_an_unknown_op_with_a_body_brings_its_outer_reads() -> None:
+    body = helper.make_graph([helper.make_node("Add", ["t", "outer"], ["b"])], "body", [],
+                             [helper.make_tensor_value_info("b", TensorProto.FLOAT, [2])])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["t"]),
+        helper.make_node("Relu", ["x"], ["outer"]),
+        helper.make_node("Weird", ["t"], ["y"], domain="", body=body),
+    ]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = gk.Model(helper.make_model(graph))
+    cut = gx._scan_cut(gx._Graph(model), ["t", "x"], ["y"])
+    assert cut is not None and cut.nodes == [1, 2] and cut.used_inputs == {"t", "x"}
+    assert gx._scan_cut(gx._Graph(model), ["t"], ["y"]) is None  # (x is needed through the body: open cut)
+    with pytest.raises(gk.OpenCutError, match="'x'"):
+        gk.extract(model, ["t"], ["y"], check=False)
