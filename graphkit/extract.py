@@ -350,6 +350,10 @@ class _Cut:
     ordered: bool = False  # known to be in execution order (found by the backward scan)
 
 
+#: Nodes the backward scan reads at a time.
+_SCAN_CHUNK = 2048
+
+
 def _scan_cut(g: _Graph, inputs: Sequence[str], outputs: Sequence[str]) -> _Cut | None:
     """The cut found in one backward pass over the node list, or None to leave it to ``_cut``.
 
@@ -381,52 +385,65 @@ def _scan_cut(g: _Graph, inputs: Sequence[str], outputs: Sequence[str]) -> _Cut 
             return None
         else:
             pending.add(name)
-    nodes, located, outs_cache, reads_cache = g.nodes, g.located, g._outs, g._reads
+    nodes, located = g.nodes, g.located
     plain: dict[str, bool] = {}
-    i = len(nodes)
+    hi = len(nodes)
     while pending or locate:
-        if i == 0:
+        if hi == 0:
             return None
-        i -= 1
-        node = nodes[i]
-        outs = node.output[:]  # (slicing a repeated field costs half of iterating it)
-        if pending.isdisjoint(outs) and (not locate or locate.isdisjoint(outs)):
-            continue
-        if "" in outs:
-            outs = [o for o in outs if o]
-        outs_cache[i] = outs
-        if locate and not locate.isdisjoint(outs):
-            for o in outs:
-                if o in locate:
-                    located[o] = i
-                    locate.discard(o)
-            if pending.isdisjoint(outs):
+        # A chunk at a time, its fields read by comprehensions (far cheaper per node than
+        # statements), its inputs only once one of its nodes is kept.
+        lo = max(0, hi - _SCAN_CHUNK)
+        chunk = nodes[lo:hi]
+        chunk_outs = [n.output[:] for n in chunk]
+        chunk_ins: list[list[str]] | None = None
+        chunk_ops: list[str] = []
+        chunk_domains: list[str] = []
+        for k in range(hi - lo - 1, -1, -1):
+            outs = chunk_outs[k]
+            if pending.isdisjoint(outs) and (not locate or locate.isdisjoint(outs)):
                 continue
-        pending.difference_update(outs)
-        resolved.update(outs)
-        kept.append(i)
-        op = node.op_type
-        flat = plain.get(op)
-        if flat is None:
-            flat = plain[op] = _without_bodies(op)
-        if flat and not node.domain:
-            reads = node.input[:]
-            if "" in reads:
-                reads = [r for r in reads if r]
-            reads_cache[i] = reads
-        else:
-            reads = g.reads(i)
-        for r in reads:
-            if r in given:
-                used.add(r)
-            elif r in resolved:
-                return None  # read before it is produced: unsorted (or a cycle)
-            elif r in inits or r in sparse:
-                kept_inits.add(r)
-            elif r in graph_inputs:
-                return None
+            i = lo + k
+            if "" in outs:
+                outs = [o for o in outs if o]
+            if locate and not locate.isdisjoint(outs):
+                for o in outs:
+                    if o in locate:
+                        located[o] = i
+                        locate.discard(o)
+                if pending.isdisjoint(outs):
+                    continue
+            pending.difference_update(outs)
+            resolved.update(outs)
+            kept.append(i)
+            if chunk_ins is None:
+                chunk_ins = [n.input[:] for n in chunk]
+                chunk_ops = [n.op_type for n in chunk]
+                chunk_domains = [n.domain for n in chunk]
+            op = chunk_ops[k]
+            flat = plain.get(op)
+            if flat is None:
+                flat = plain[op] = _without_bodies(op)
+            if flat and not chunk_domains[k]:
+                reads = chunk_ins[k]
+                if "" in reads:
+                    reads = [r for r in reads if r]
             else:
-                pending.add(r)
+                reads = g.reads(i)
+            for r in reads:
+                if r in given:
+                    used.add(r)
+                elif r in resolved:
+                    return None  # read before it is produced: unsorted (or a cycle)
+                elif r in inits or r in sparse:
+                    kept_inits.add(r)
+                elif r in graph_inputs:
+                    return None
+                else:
+                    pending.add(r)
+            if not pending and not locate:
+                break
+        hi = lo
     kept.reverse()
     return _Cut(kept, kept_inits, used, [], ordered=True)
 
