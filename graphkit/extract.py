@@ -972,13 +972,14 @@ def _forward_types(
 ) -> bool:
     """Type every node up to the last producer of ``names``, in node-list order, into ``types``.
 
-    One forward pass: a node is typed when propagation knows its op and every input is typed (by
-    an earlier node, or as a stop, a graph input or an initializer); otherwise its outputs stay
-    untyped, and so does everything computed from them. In a sorted graph this gives each tensor
-    the type its ancestors determine, exactly as a walk over its ancestors alone would (a node's
-    type depends on nothing else); where the list is not sorted, a read of a tensor made later
-    leaves the reader untyped. Returns whether every name in ``names`` was typed. Cheaper than
-    first finding the ancestors: each node is read once, and only its op, inputs and outputs.
+    One forward pass: each node is typed from its inputs' types (by an earlier node, or as a stop,
+    a graph input or an initializer). In a sorted graph this gives each tensor the type its
+    ancestors determine, exactly as a walk over its ancestors alone would (a node's type depends on
+    nothing else). Cheaper than first finding the ancestors: each node is read once, and only its
+    op, inputs and outputs. Returns whether every name in ``names`` was typed; False at once at
+    the first node propagation cannot type (an op it does not know, an input read before it is
+    made), so a model it does not suit (convolutions, matmuls) costs a few nodes before ONNX shape
+    inference takes over, not a pass over the graph.
     """
     starts = [g.producer_of(n) for n in names]
     if any(p is None for p in starts):
@@ -1001,7 +1002,7 @@ def _forward_types(
         if ok is None:
             ok = supported[op] = typer.supports(op, "")
         if not ok or node.domain:
-            continue
+            return False  # (an op propagation does not type: most likely upstream, so stop at once)
         ins = []
         for r in node.input[:]:
             t = get(r)
@@ -1015,12 +1016,12 @@ def _forward_types(
                         break
                     types[r] = t
                 else:
-                    break  # made by an untyped node, made later, or nowhere: the node stays untyped
+                    return False  # made later (unsorted), or nowhere
             ins.append(t)
         else:
             outs = node.output[:]
             if len(outs) != 1:
-                continue
+                return False
             key = (op, tuple(ins))
             if op == "Cast":
                 out = typer.output(node, op, key[1])
@@ -1029,7 +1030,9 @@ def _forward_types(
                     out = memo[key]
                 except KeyError:
                     out = memo[key] = typer.output(node, op, key[1])
-            if out is not None and outs[0] not in stops:
+            if out is None:
+                return False
+            if outs[0] not in stops:
                 types[outs[0]] = out
     return all(n in types for n in names)
 

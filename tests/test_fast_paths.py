@@ -282,9 +282,9 @@ def test_fast_extraction_is_byte_identical_on_light_models(path: Path, monkeypat
 
 
 def test_fast_extraction_with_untypable_side_branches_and_unsorted_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A MatMul off the cut's path does not stop propagation; one on the path hands typing to ONNX
-    inference; an unsorted node list hands both the cut and typing to the general paths. Every
-    result is byte-identical to the general paths' and runs."""
+    """An op propagation does not type (a MatMul off the cut's path, a Transpose on it) hands
+    typing to ONNX inference; an unsorted node list hands both the cut and typing to the general
+    paths. Every result is byte-identical to the general paths' and runs."""
     model = _chain_model()
     proto = model.proto
     side = helper.make_node("MatMul", ["/s1/out", "/s1/b0/w0"], ["side"])  # [N,8] x [8]: off the path
@@ -345,3 +345,25 @@ def test_an_unknown_op_with_a_body_brings_its_outer_reads() -> None:
     assert gx._scan_cut(gx._Graph(model), ["t"], ["y"]) is None  # (x is needed through the body: open cut)
     with pytest.raises(gk.OpenCutError, match="'x'"):
         gk.extract(model, ["t"], ["y"], check=False)
+
+
+def test_propagation_stops_at_the_first_node_it_cannot_type(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model propagation does not suit costs it a node or two, not a pass over the graph."""
+    model = _chain_model()
+    proto = model.proto
+    proto.graph.node.insert(0, helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 1]))
+    proto.graph.node[1].input[0] = "xt"
+    proto.graph.node[4].input[0] = "xt"
+    seen: list[int] = []
+    g = gx._Graph(gk.Model(proto))
+
+    class Spy(list):  # type: ignore[type-arg]
+        def __getitem__(self, i):  # type: ignore[no-untyped-def]
+            seen.append(i)
+            return list.__getitem__(self, i)
+
+    g.nodes = Spy(g.nodes)
+    g.located["/s3/out"] = next(i for i, n in enumerate(proto.graph.node) if n.output[0] == "/s3/out")
+    typer = gx.propagate.Typer(17)
+    assert not gx._forward_types(g, ["/s3/out"], {}, typer, {})
+    assert seen == [0]
