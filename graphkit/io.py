@@ -309,12 +309,14 @@ def _parse(data: bytes, label: str) -> onnx.ModelProto:
             f"{label} parses as protobuf but is not an ONNX model (no graph or no ir_version)",
             hint="check that this is an .onnx model file",
         )
-    for node in proto.graph.node:
-        if not node.op_type:
-            raise CorruptModelError(
-                f"{label}: a node ({node.name or 'unnamed'}) has no op_type", hint="the file is corrupted"
-            )
-    bad = None if _all_text_utf8(data) else _first_non_utf8(proto)
+    strict = _strict_parse(data)
+    if strict is None or _ops_unsure(strict, len(proto.graph.node)):
+        for node in proto.graph.node:
+            if not node.op_type:
+                raise CorruptModelError(
+                    f"{label}: a node ({node.name or 'unnamed'}) has no op_type", hint="the file is corrupted"
+                )
+    bad = None if strict is not None else _first_non_utf8(proto)
     if bad is not None:
         raise CorruptModelError(
             f"{label}: {bad} is not valid UTF-8 text", hint="the file is corrupted; export or copy it again"
@@ -322,36 +324,51 @@ def _parse(data: bytes, label: str) -> onnx.ModelProto:
     return proto
 
 
+def _ops_unsure(strict: Any, count: int) -> bool:
+    """Whether the strict parse leaves open that a main-graph node lacks an op type: it lists every
+    op_type the main graph's nodes carry, so ``count`` non-empty ones mean every node has one."""
+    ops = strict.graph.node.op_type
+    return len(ops) != count or "" in ops
+
+
 _STRICT_PACKAGE = "graphkit_utf8_check"
 _strict_model_class: list[Any] = []
 
 
 def _all_text_utf8(data: bytes) -> bool:
-    """Whether every string field of the serialized model is valid UTF-8, checked at C speed.
+    """Whether every string field of the serialized model is valid UTF-8, checked at C speed."""
+    return _strict_parse(data) is not None
+
+
+def _strict_parse(data: bytes) -> Any:
+    """The model parsed with ``_strict_model``'s schema, or None when that parse fails.
 
     ONNX's schema is proto2, whose parser accepts any bytes in string fields (protobuf then hands
     out ``bytes`` instead of ``str`` for them, which breaks every name lookup). The same schema
-    declared proto3 makes the parser verify UTF-8, so parsing the bytes once more with it answers
-    the question without a Python pass over every name. False also when that parse fails for
-    another reason: the caller then looks for the bad name the slow way.
+    declared proto3 makes the parser verify UTF-8, so parsing the bytes once more with it tells
+    whether all text is UTF-8 without a Python pass over every name. None also when the parse
+    fails for another reason: the caller then looks for the bad name the slow way.
     """
     if not _strict_model_class:
         _strict_model_class.append(_strict_model())
+    strict = _strict_model_class[0]()
     try:
-        _strict_model_class[0]().ParseFromString(data)
+        strict.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError):
-        return False
-    return True
+        return None
+    return strict
 
 
 def _strict_model() -> Any:
-    """A ModelProto class of ONNX's schema declared proto3 (string fields UTF-8 verified)."""
+    """A ModelProto class of ONNX's schema declared proto3 (string fields UTF-8 verified), every
+    repeated message merged into one."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     schema = descriptor_pb2.FileDescriptorProto()
     onnx.ModelProto.DESCRIPTOR.file.CopyToProto(schema)
     prefix = f".{schema.package}."
     schema.name, schema.package, schema.syntax = f"{_STRICT_PACKAGE}.proto", _STRICT_PACKAGE, "proto3"
+    field = descriptor_pb2.FieldDescriptorProto
     pending = list(schema.message_type)
     while pending:
         message = pending.pop()
@@ -359,6 +376,15 @@ def _strict_model() -> Any:
         for entry in message.field:
             if entry.type_name.startswith(prefix):
                 entry.type_name = f".{_STRICT_PACKAGE}.{entry.type_name[len(prefix):]}"
+            # Every occurrence of a repeated message field merges into one message (as occurrences of
+            # a singular one do): the parse fills a few long lists instead of building 10^5 small
+            # messages. Strings are verified as they are read; singular ones become repeated so the
+            # lists keep every occurrence (the main graph's node.op_type: one per node that has one).
+            if entry.label == field.LABEL_REPEATED and entry.type == field.TYPE_MESSAGE:
+                entry.label = field.LABEL_OPTIONAL
+            elif (entry.label == field.LABEL_OPTIONAL and entry.type == field.TYPE_STRING
+                  and not entry.HasField("oneof_index")):
+                entry.label = field.LABEL_REPEATED
     pool = descriptor_pool.DescriptorPool()
     pool.Add(schema)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_STRICT_PACKAGE}.ModelProto"))
