@@ -8,7 +8,6 @@ No other module defines exceptions.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 __all__ = [
@@ -124,6 +123,8 @@ def did_you_mean(name: str, candidates: Iterable[str], *, n: int = 3) -> str | N
         n: How many suggestions at most.
     """
     pool = list(dict.fromkeys(candidates))
+    import difflib  # (only an unknown name needs it)
+
     close = difflib.get_close_matches(name, pool, n=n, cutoff=0.5)
     if not close:
         lowered = name.lower()

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
@@ -36,8 +36,10 @@ from graphkit.errors import (
 from graphkit.graph import node_label, subgraph_outer_reads, subgraphs
 from graphkit.io import tensor_nbytes
 from graphkit.model import Model, iter_graphs
-from graphkit.summary import TensorSig
 from graphkit.validate import check_or_raise, require_sound, toposort_proto
+
+if TYPE_CHECKING:
+    from graphkit.summary import TensorSig
 
 __all__ = [
     "Exposure",
@@ -1013,27 +1015,26 @@ def _forward_types(
                 elif r in outside or tensor is not None:
                     t = _outside_type(r, stops, inits, graph_inputs, g)
                     if t is None:
-                        break
+                        return False
                     types[r] = t
                 else:
                     return False  # made later (unsorted), or nowhere
             ins.append(t)
+        outs = node.output[:]
+        if len(outs) != 1:
+            return False
+        key = (op, tuple(ins))
+        if op == "Cast":
+            out = typer.output(node, op, key[1])
         else:
-            outs = node.output[:]
-            if len(outs) != 1:
-                return False
-            key = (op, tuple(ins))
-            if op == "Cast":
-                out = typer.output(node, op, key[1])
-            else:
-                try:
-                    out = memo[key]
-                except KeyError:
-                    out = memo[key] = typer.output(node, op, key[1])
-            if out is None:
-                return False
-            if outs[0] not in stops:
-                types[outs[0]] = out
+            try:
+                out = memo[key]
+            except KeyError:
+                out = memo[key] = typer.output(node, op, key[1])
+        if out is None:
+            return False
+        if outs[0] not in stops:
+            types[outs[0]] = out
     return all(n in types for n in names)
 
 
@@ -1161,6 +1162,8 @@ def extract_with_report(
         UsageError: A name is given twice, or a boundary tensor's type cannot be found.
         InvalidModelError: ``check`` is set and the result fails validation.
     """
+    from graphkit.summary import TensorSig  # (only the report needs it)
+
     done = _extract(model, inputs, outputs, check=check, types=types, observe=observe)
     g, cut, proto = done.graph, done.cut, done.model.proto
     kept = [g.initializers[n] for n in cut.initializers if n in g.initializers]
@@ -1395,6 +1398,8 @@ def expose_with_report(
         UsageError: Nothing to expose, or a type cannot be found.
         InvalidModelError: ``check`` is set and the result fails validation.
     """
+    from graphkit.summary import TensorSig
+
     require_sound(model)
     g = _Graph(model)
     names = _select(g, tensors, op_types, all_tensors)
