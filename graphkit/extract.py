@@ -994,9 +994,8 @@ def _forward_types(
     inits, graph_inputs = g.initializers, g.input_set
     outside = set(stops) | graph_inputs
     nodes = g.nodes
-    memo: dict[tuple[str, tuple[propagate.FastType, ...]], propagate.FastType | None] = {}
     supported: dict[str, bool] = {}
-    get = types.get
+    get, output = types.get, typer.output
     for i in range(last + 1):
         node = nodes[i]
         op = node.op_type
@@ -1023,14 +1022,7 @@ def _forward_types(
         outs = node.output[:]
         if len(outs) != 1:
             return False
-        key = (op, tuple(ins))
-        if op == "Cast":
-            out = typer.output(node, op, key[1])
-        else:
-            try:
-                out = memo[key]
-            except KeyError:
-                out = memo[key] = typer.output(node, op, key[1])
+        out = output(node, op, tuple(ins))
         if out is None:
             return False
         if outs[0] not in stops:

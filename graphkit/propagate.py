@@ -14,11 +14,11 @@ A type is ``(elem_type, dims)`` with dims a tuple of ints (sizes) and strs (dim 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 import onnx
 
-__all__ = ["FastType", "SUPPORTED_OPS", "Typer", "infer_types", "node_type", "to_type_proto", "type_of"]
+__all__ = ["FastType", "SUPPORTED_OPS", "Typer", "node_type", "to_type_proto", "type_of"]
 
 FastType = tuple[int, tuple[int | str, ...]]
 
@@ -163,19 +163,13 @@ class Typer:
         Steps are (node, op, inputs, output) of supported nodes; ``types`` must already hold the
         type of every input that no earlier step produces.
         """
-        memo, output, get, supports = self._memo, self.output, types.__getitem__, self.supports
-        seen: set[str] = set()
+        output, get, supports = self.output, types.__getitem__, self.supports
         for node, op, reads, out in steps:
-            if op not in seen or node.domain:
-                if not supports(op, node.domain):
-                    return False
-                seen.add(op)
-            ins = tuple(map(get, reads))
-            t = memo.get((op, ins)) if op != "Cast" else None
+            if not supports(op, node.domain):
+                return False
+            t = output(node, op, tuple(map(get, reads)))
             if t is None:
-                t = output(node, op, ins)
-                if t is None:
-                    return False
+                return False
             types[out] = t
         return True
 
@@ -189,43 +183,3 @@ class Typer:
         except KeyError:
             found = self._memo[key] = node_type(op, node, types)
             return found
-
-
-def infer_types(
-    nodes: Iterable[tuple[onnx.NodeProto, Sequence[str], Sequence[str]]],
-    known: Mapping[str, FastType],
-    wanted: Iterable[str],
-    opset: int,
-) -> dict[str, FastType] | None:
-    """Propagate types through ``nodes`` (in execution order) from the ``known`` ones.
-
-    Args:
-        nodes: (node, inputs, outputs) of standard-domain nodes, inputs without empty names.
-        known: Types of every tensor the nodes read that no node of ``nodes`` produces.
-        wanted: The names whose types are needed.
-        opset: The model's standard (ai.onnx) opset version.
-
-    Returns:
-        The types of ``wanted``, or None if any node is outside what this module types exactly.
-    """
-    typer = Typer(opset)
-    types = dict(known)
-    for node, inputs, outputs in nodes:
-        op = node.op_type
-        if len(outputs) != 1 or not typer.supports(op, node.domain):
-            return None
-        try:
-            ins = tuple(types[n] for n in inputs)
-        except KeyError:
-            return None
-        out = typer.output(node, op, ins)
-        if out is None:
-            return None
-        types[outputs[0]] = out
-    found: dict[str, FastType] = {}
-    for name in wanted:
-        t = types.get(name)
-        if t is None:
-            return None
-        found[name] = t
-    return found

@@ -180,7 +180,7 @@ def _fine(model: Model, data: bytes, *, warnings: bool) -> bool:
     passed onnx.checker's plain check. True only when proven; False sends the caller to ``_report``.
 
     What onnx.checker (plain check, as run here) already rejects, so a passing model has none of
-    them (tests/test_validate.py holds one case per code): every reader, input or body outer read,
+    them (tests/test_validate_fast.py holds one case per code): every reader, input or body outer read,
     of a name not defined earlier in its scope (so no "dangling-input", "unsorted" or "cycle": its
     scopes are narrower than ours); every second producer of a name ("duplicate-producer"); every
     graph output nothing defines ("dangling-output"); every node whose domain the model (or, in a
