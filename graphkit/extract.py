@@ -227,9 +227,11 @@ def _normalize_types(types: Mapping[str, Any] | None) -> dict[str, TensorType]:
 class _Graph:
     """What extraction needs to know about the main graph, computed once and cheaply."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, *, fast: bool = True) -> None:
         self.model = model
         self.graph = model.graph
+        #: Whether the fast paths (backward-scan cut, type propagation) may be tried.
+        self.fast = fast
         self.nodes: list[onnx.NodeProto] = list(self.graph.node)  # (a list indexes faster than the proto's)
         self.sparse: dict[str, onnx.SparseTensorProto] = {s.values.name: s for s in self.graph.sparse_initializer}
         self.inputs: list[str] = [v.name for v in self.graph.input]
@@ -367,8 +369,10 @@ def _scan_cut(g: _Graph, inputs: Sequence[str], outputs: Sequence[str]) -> _Cut 
     passes. It gives up, and ``_cut`` runs with its full index, errors and handling of unsorted
     graphs, when a kept node reads a tensor that a later node produces (unsorted), when a needed
     tensor or a given input is found nowhere (an open cut, an unknown name, a subgraph tensor), or
-    when a needed tensor is a graph input that is not given. (A name that is both an initializer
-    and a node output makes a model invalid; this pass takes the initializer, ``_cut`` the node.)
+    when a needed tensor is a graph input that is not given, or when a node it passes makes a
+    tensor a kept node already makes. (Two definitions of one name make a model invalid, and
+    ``check`` says so; where this pass cannot see the second one, it keeps the definition nearest
+    before the reader, ``_cut`` the first: an initializer before a node output, the first node.)
     """
     given = set(inputs)
     inits, sparse, graph_inputs = g.initializers, g.sparse, g.input_set
@@ -403,6 +407,8 @@ def _scan_cut(g: _Graph, inputs: Sequence[str], outputs: Sequence[str]) -> _Cut 
         chunk_domains: list[str] = []
         for k in range(hi - lo - 1, -1, -1):
             outs = chunk_outs[k]
+            if resolved and not resolved.isdisjoint(outs):
+                return None  # a second producer of a kept tensor: an invalid graph, left to _cut
             if pending.isdisjoint(outs) and (not locate or locate.isdisjoint(outs)):
                 continue
             i = lo + k
@@ -859,10 +865,11 @@ def _infer_somehow(
     node list up to the last producer (C-level copies; enough when the nodes are sorted), and when
     that is not enough, the exact upstream region.
     """
-    fast = _propagated_types(g, names, stops, cut_nodes if cut_nodes is not None and all(
-        n in stops for n in cut_inputs) else None)
-    if fast is not None:
-        return fast
+    if g.fast:
+        found = _propagated_types(g, names, stops, cut_nodes if cut_nodes is not None and all(
+            n in stops for n in cut_inputs) else None)
+        if found is not None:
+            return found
     if cut_nodes is not None and all(n in stops for n in cut_inputs):
         reads = {r for i in cut_nodes for r in g.reads(i)}
         inits = _kept_initializers(g, reads)
@@ -1194,9 +1201,16 @@ def _extract(
     check: bool,
     types: Mapping[str, Any] | None,
     observe: bool,
+    fast: bool = True,
 ) -> _Done:
-    """Extract (see ``extract_with_report``), leaving the report's figures uncomputed."""
-    g = _Graph(model)
+    """Extract (see ``extract_with_report``), leaving the report's figures uncomputed.
+
+    With ``fast``, the fast paths are tried first; if anything after them fails (typing, the
+    result's check), the extraction is done again without them, so a broken source gets the
+    general paths' diagnosis (they may name a cause the fast paths did not look for, e.g. a body
+    on an op type that has none).
+    """
+    g = _Graph(model, fast=fast)
     user_types = _normalize_types(types)
     default_inputs = inputs is None
     wanted_in = list(inputs) if inputs is not None else [n for n in g.inputs if n not in g.initializers]
@@ -1208,8 +1222,9 @@ def _extract(
             raise UsageError(f"a type is given for {name!r}, which is neither an input nor an output",
                              hint="give types only for tensors listed in --inputs or --outputs")
     distinct = len(set(wanted_in)) == len(wanted_in) and len(set(wanted_out)) == len(wanted_out)
-    cut = _scan_cut(g, wanted_in, wanted_out) if distinct else None
+    cut = _scan_cut(g, wanted_in, wanted_out) if distinct and fast else None
     if cut is None:  # (something only the full walk handles or explains)
+        g.fast = False
         _check_names(g, wanted_in, "--inputs")
         _check_names(g, wanted_out, "--outputs")
         cut = _cut(g, wanted_in, wanted_out)
@@ -1217,12 +1232,17 @@ def _extract(
             raise _open_cut_error(g, wanted_in, wanted_out, cut)
     if default_inputs:
         wanted_in = [n for n in wanted_in if n in cut.used_inputs]
-    typing = _type_boundary(g, wanted_in, wanted_out, user_types, observe=observe, cut_nodes=cut.nodes)
-    proto, reordered = _build_extracted(g, cut, wanted_in, wanted_out, typing.types)
-    result = model.derive(proto)
-    if check:
-        strict = _needs_strict_check(g, typing, wanted_in + wanted_out)
-        check_or_raise(result, what="the extracted model", full_check=strict)
+    try:
+        typing = _type_boundary(g, wanted_in, wanted_out, user_types, observe=observe, cut_nodes=cut.nodes)
+        proto, reordered = _build_extracted(g, cut, wanted_in, wanted_out, typing.types)
+        result = model.derive(proto)
+        if check:
+            strict = _needs_strict_check(g, typing, wanted_in + wanted_out)
+            check_or_raise(result, what="the extracted model", full_check=strict)
+    except GraphkitError:
+        if not g.fast:  # (no fast path was used: nothing to redo)
+            raise
+        return _extract(model, inputs, outputs, check=check, types=types, observe=observe, fast=False)
     notes = list(typing.notes)
     if reordered:
         notes.append("the source's nodes were not in execution order; the kept nodes were sorted")

@@ -367,3 +367,48 @@ def test_propagation_stops_at_the_first_node_it_cannot_type(monkeypatch: pytest.
     typer = gx.propagate.Typer(17)
     assert not gx._forward_types(g, ["/s3/out"], {}, typer, {})
     assert seen == [0]
+
+
+def _outcome(model: gk.Model, inputs: list[str], outputs: list[str]) -> tuple[str, str]:
+    try:
+        result = gx.extract_with_report(model, inputs, outputs, observe=False)
+    except gk.GraphkitError as err:
+        return type(err).__name__, str(err)
+    return "ok", result.model.proto.SerializeToString().hex()
+
+
+def equivalence_cases(count: int, seed: int) -> Iterator[tuple[gk.Model, list[str], list[str]]]:
+    """Mutated fixtures (tests/fuzzing.py's mutations) that load, with cuts across their graphs."""
+    import fuzzing
+
+    rng = random.Random(seed)
+    files = fuzzing.fixture_files()
+    for _ in range(count):
+        data, _ = fuzzing.mutate(rng.choice(files).read_bytes(), rng)
+        try:
+            model = gk.io.load_bytes(data)
+        except gk.GraphkitError:
+            continue
+        produced = [o for n in model.graph.node for o in n.output if o]
+        if not produced or len(set(produced)) != len(produced):
+            continue  # (two producers of one name: see _scan_cut, either may be the one kept)
+        graph_inputs = [v.name for v in model.graph.input]
+        yield model, graph_inputs, [produced[-1]]
+        if len(produced) >= 2:
+            a, b = sorted(rng.sample(range(len(produced)), 2))
+            yield model, [produced[a]], [produced[b]]
+
+
+def test_fast_and_general_paths_agree_on_mutated_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On broken and odd models too (but for a name made by two nodes), the fast paths end exactly
+    as the general ones: the same error with the same message, or byte-identical models."""
+    compared = 0
+    for model, inputs, outputs in equivalence_cases(600, seed=8):
+        fast = _outcome(model, inputs, outputs)
+        with monkeypatch.context() as m:
+            m.setattr(gx, "_scan_cut", lambda *a: None)
+            m.setattr(gx, "_propagated_types", lambda *a: None)
+            slow = _outcome(model, inputs, outputs)
+        assert fast == slow, (inputs, outputs, fast[:2], slow[:2])
+        compared += 1
+    assert compared > 400, compared
