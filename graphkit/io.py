@@ -141,10 +141,10 @@ def load_bytes(data: bytes, *, base_dir: str | os.PathLike[str] | None = None, s
         ExternalDataError: An external-data file is missing or too short.
     """
     label = str(source) if source is not None else "the model"
-    proto = _parse(data, label)
+    proto, maybe_external = _parse(data, label)
     folder = Path(base_dir).resolve() if base_dir is not None else None
     model = Model(proto, folder, source)
-    if b"location" in data:  # no external-data entry can exist without this key
+    if maybe_external:
         for tensor, where in iter_tensors(proto):
             if is_external(tensor):
                 external_ref(model, tensor, where=where)
@@ -293,7 +293,12 @@ def _unborrow(tensor: onnx.TensorProto) -> None:
         tensor.metadata_props.extend(marks)
 
 
-def _parse(data: bytes, label: str) -> onnx.ModelProto:
+def _parse(data: bytes, label: str) -> tuple[onnx.ModelProto, bool]:
+    """The parsed model, and whether any of its tensors may be stored externally.
+
+    Raises:
+        CorruptModelError: The bytes are not a readable ONNX model (naming what is wrong).
+    """
     if not data:
         raise CorruptModelError(f"{label} is empty", hint="the file was probably truncated; export or copy it again")
     proto = onnx.ModelProto()
@@ -321,7 +326,25 @@ def _parse(data: bytes, label: str) -> onnx.ModelProto:
         raise CorruptModelError(
             f"{label}: {bad} is not valid UTF-8 text", hint="the file is corrupted; export or copy it again"
         )
-    return proto
+    # An external tensor has an external-data entry (whose key is "location") or, if broken, at least
+    # its data_location: the strict parse lists every data_location, so both are found cheaply.
+    maybe_external = b"location" in data or strict is None or _any_external(strict)
+    return proto, maybe_external
+
+
+def _any_external(message: Any) -> bool:
+    """Whether a tensor anywhere in the strict parse ``message`` says its data is external.
+
+    Repeated messages are merged there, so this visits one message per schema path present (a few
+    dozen), not one per tensor.
+    """
+    if message.DESCRIPTOR.name == "TensorProto" and onnx.TensorProto.EXTERNAL in message.data_location:
+        return True
+    return any(
+        _any_external(value)
+        for entry, value in message.ListFields()
+        if entry.message_type is not None  # (all singular in this schema)
+    )
 
 
 def _ops_unsure(strict: Any, count: int) -> bool:
@@ -382,9 +405,9 @@ def _strict_model() -> Any:
             # lists keep every occurrence (the main graph's node.op_type: one per node that has one).
             if entry.label == field.LABEL_REPEATED and entry.type == field.TYPE_MESSAGE:
                 entry.label = field.LABEL_OPTIONAL
-            elif (entry.label == field.LABEL_OPTIONAL and entry.type == field.TYPE_STRING
+            elif (entry.label == field.LABEL_OPTIONAL and entry.type in (field.TYPE_STRING, field.TYPE_ENUM)
                   and not entry.HasField("oneof_index")):
-                entry.label = field.LABEL_REPEATED
+                entry.label = field.LABEL_REPEATED  # (enums too: every tensor's data_location is kept)
     pool = descriptor_pool.DescriptorPool()
     pool.Add(schema)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_STRICT_PACKAGE}.ModelProto"))

@@ -88,6 +88,19 @@ def test_external_data_escaping_the_folder_is_refused_wherever_it_is(tmp_path: P
     assert "'w'" in info.value.message and "../w.bin" in info.value.message and info.value.hint
 
 
+@pytest.mark.parametrize("place", ["initializer", "constant", "constants", "body initializer", "body constant", "function", "sparse"])
+def test_an_external_tensor_without_a_location_is_refused_wherever_it_is(tmp_path: Path, place: str) -> None:
+    proto = _external_model(place, "w.bin")
+    data = proto.SerializeToString()
+    assert data.count(b"location") >= 1  # (the If node holds the body twice)
+    broken = data.replace(b"location", b"filename")  # (same length: no location entry left at all)
+    path = _write(tmp_path, broken)
+    with pytest.raises(gk.ExternalDataError) as info:
+        gk.load(path)
+    assert "'w'" in info.value.message and "no location" in info.value.message and info.value.hint
+    assert path.read_bytes() == broken
+
+
 @pytest.mark.parametrize("op_type", ["", None])
 def test_a_node_without_op_type_among_many_is_refused(tmp_path: Path, op_type: str | None) -> None:
     nodes = _chain(200)
