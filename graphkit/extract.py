@@ -893,9 +893,10 @@ def _propagated_types(
 ) -> dict[str, onnx.TypeProto] | None:
     """The types of ``names`` by exact Python propagation (graphkit.propagate), or None.
 
-    ``region`` is the cut's nodes when its inputs are all typed; otherwise the nodes upstream of
-    ``names`` are found by a backward scan from their producers. None (then ONNX shape inference
-    runs) when the model declares value_info (inference merges it), when a node is outside what
+    ``region`` is the cut's nodes when its inputs are all typed (they are typed in order);
+    otherwise every node up to the last producer of ``names`` is typed in one forward pass
+    (``_forward_types``). None (then ONNX shape inference runs) when the model declares value_info
+    or sparse initializers (inference merges or reads them), when a node is outside what
     propagation types exactly, or when the nodes are not in execution order.
     """
     if len(g.graph.value_info) or len(g.graph.sparse_initializer):
