@@ -859,11 +859,12 @@ def _infer_somehow(
     cut_nodes: Sequence[int] | None,
     cut_inputs: Sequence[str],
 ) -> dict[str, onnx.TypeProto]:
-    """Shape-infer ``names`` on as little of the graph as is cheap to find.
+    """Infer the types of ``names`` on as little of the graph as is cheap to find.
 
-    Outputs of a cut whose inputs are all typed: the cut's own nodes. Otherwise the prefix of the
-    node list up to the last producer (C-level copies; enough when the nodes are sorted), and when
-    that is not enough, the exact upstream region.
+    First, when the fast paths are on, exact Python propagation (``_propagated_types``); then ONNX
+    shape inference. Outputs of a cut whose inputs are all typed: the cut's own nodes. Otherwise
+    the prefix of the node list up to the last producer (C-level copies; enough when the nodes are
+    sorted), and when that is not enough, the exact upstream region.
     """
     if g.fast:
         found = _propagated_types(g, names, stops, cut_nodes if cut_nodes is not None and all(
