@@ -4,9 +4,11 @@
 inputs, in their original order, with the initializers, outer-scope tensors of If/Loop/Scan bodies,
 value_info and local functions they use. It checks the cut first: if an output cannot be computed
 from the inputs, nothing is built and the error names the output, the node and the tensor where the
-cut leaks. New graph inputs and outputs are typed from value_info, else ONNX shape inference (on the
-graph only, no weight read), else by running the source model once in ONNX Runtime, else from the
-user. Weights are never read: the result refers to them where they lie (``Model.base_dir``), so
+cut leaks. New graph inputs and outputs are typed from value_info, else by inference (exact Python
+propagation through elementwise chains, else ONNX shape inference on the graph only, no weight
+read), else by running the source model once in ONNX Runtime, else from the user. The cut and the
+propagation have fast paths that decline whatever they cannot do exactly; the general paths then
+run, and they also redo any extraction that fails after a fast path, for the same diagnosis. Weights are never read: the result refers to them where they lie (``Model.base_dir``), so
 saving it streams only the weights it keeps.
 """
 
