@@ -8,8 +8,9 @@ cut leaks. New graph inputs and outputs are typed from value_info, else by infer
 propagation through elementwise chains, else ONNX shape inference on the graph only, no weight
 read), else by running the source model once in ONNX Runtime, else from the user. The cut and the
 propagation have fast paths that decline whatever they cannot do exactly; the general paths then
-run, and they also redo any extraction that fails after a fast path, for the same diagnosis. Weights are never read: the result refers to them where they lie (``Model.base_dir``), so
-saving it streams only the weights it keeps.
+run, and they also redo any extraction that fails after a fast path, for the same diagnosis.
+Weights are never read: the result refers to them where they lie (``Model.base_dir``), so saving it
+streams only the weights it keeps.
 """
 
 from __future__ import annotations
