@@ -358,11 +358,6 @@ _STRICT_PACKAGE = "graphkit_utf8_check"
 _strict_model_class: list[Any] = []
 
 
-def _all_text_utf8(data: bytes) -> bool:
-    """Whether every string field of the serialized model is valid UTF-8, checked at C speed."""
-    return _strict_parse(data) is not None
-
-
 def _strict_parse(data: bytes) -> Any:
     """The model parsed with ``_strict_model``'s schema, or None when that parse fails.
 
