@@ -36,7 +36,7 @@ from graphkit.errors import (
     did_you_mean,
     not_found,
 )
-from graphkit.graph import node_label, subgraph_outer_reads, subgraphs
+from graphkit.graph import node_label, paused_gc, subgraph_outer_reads, subgraphs
 from graphkit.io import tensor_nbytes
 from graphkit.model import Model, iter_graphs
 from graphkit.validate import check_or_raise, require_sound, toposort_proto
@@ -1206,9 +1206,23 @@ def _extract(
     check: bool,
     types: Mapping[str, Any] | None,
     observe: bool,
+) -> _Done:
+    """Extract (see ``extract_with_report``), leaving the report's figures uncomputed."""
+    with paused_gc():
+        return _extract_once(model, inputs, outputs, check=check, types=types, observe=observe)
+
+
+def _extract_once(
+    model: Model,
+    inputs: Sequence[str] | None,
+    outputs: Sequence[str] | None,
+    *,
+    check: bool,
+    types: Mapping[str, Any] | None,
+    observe: bool,
     fast: bool = True,
 ) -> _Done:
-    """Extract (see ``extract_with_report``), leaving the report's figures uncomputed.
+    """One extraction, with or without the fast paths.
 
     With ``fast``, the fast paths are tried first; if anything after them fails (typing, the
     result's check), the extraction is done again without them, so a broken source gets the
@@ -1247,7 +1261,7 @@ def _extract(
     except GraphkitError:
         if not g.fast:  # (no fast path was used: nothing to redo)
             raise
-        return _extract(model, inputs, outputs, check=check, types=types, observe=observe, fast=False)
+        return _extract_once(model, inputs, outputs, check=check, types=types, observe=observe, fast=False)
     notes = list(typing.notes)
     if reordered:
         notes.append("the source's nodes were not in execution order; the kept nodes were sorted")

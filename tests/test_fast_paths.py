@@ -412,3 +412,35 @@ def test_fast_and_general_paths_agree_on_mutated_models(monkeypatch: pytest.Monk
         assert fast == slow, (inputs, outputs, fast[:2], slow[:2])
         compared += 1
     assert compared > 400, compared
+
+
+# ------------------------------------------------------------------------------ the paused collector
+
+
+def test_extraction_holds_the_garbage_collector_off_and_restores_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from graphkit.graph import paused_gc
+
+    seen: list[bool] = []
+    real = gx._extract_once
+    monkeypatch.setattr(gx, "_extract_once", lambda *a, **k: (seen.append(gc.isenabled()), real(*a, **k))[1])
+    model = _chain_model()
+    assert gc.isenabled()
+    gk.extract(model, ["/s1/out"], ["/s3/out"])
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(gk.TensorNotFoundError):
+        gk.extract(model, ["/s1/outt"], ["/s3/out"])
+    assert gc.isenabled()  # (restored on error too)
+    with paused_gc():
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # (the outer pause still holds)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with paused_gc():
+            pass
+        assert not gc.isenabled()  # (a collector the caller turned off stays off)
+    finally:
+        gc.enable()
