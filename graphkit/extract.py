@@ -916,11 +916,15 @@ def _propagated_types(
         if steps is None or not typer.run(steps, types):
             return None
     found: dict[str, onnx.TypeProto] = {}
+    protos: dict[propagate.FastType, onnx.TypeProto] = {}  # (shared: callers copy, never change them)
     for name in names:
         t = types.get(name)
         if t is None:
             return None
-        found[name] = propagate.to_type_proto(t)
+        tp = protos.get(t)
+        if tp is None:
+            tp = protos[t] = propagate.to_type_proto(t)
+        found[name] = tp
     return found
 
 
@@ -1431,14 +1435,45 @@ def expose_with_report(
     """
     from graphkit.summary import TensorSig
 
-    require_sound(model)
+    with paused_gc():
+        if not check:
+            require_sound(model)
+        try:
+            result, typing, already, new = _expose(model, tensors, op_types, all_tensors, types, observe, check)
+        except GraphkitError:
+            # The source's own problem, named, comes before what it caused. (When the result passes
+            # its check, the source passed graphkit's structural checks too: they are the same graph
+            # but for the added outputs. So a sound source costs no separate pass.)
+            if check:
+                require_sound(model)
+            raise
+    proto = result.proto
+    g_outputs = len(proto.graph.output) - len(new)
+    return Exposure(
+        model=result,
+        added=tuple(TensorSig.of(v) for v in proto.graph.output[g_outputs:]),
+        already_outputs=already,
+        typed_by={n: typing.source.get(n, "model") for n in new},
+        notes=tuple(typing.notes),
+    )
+
+
+def _expose(
+    model: Model,
+    tensors: Sequence[str],
+    op_types: Sequence[str],
+    all_tensors: bool,
+    types: Mapping[str, Any] | None,
+    observe: bool,
+    check: bool,
+) -> tuple[Model, _Typing, tuple[str, ...], list[str]]:
+    """The exposed model, its typing, the names already outputs, and the names added."""
     g = _Graph(model)
     names = _select(g, tensors, op_types, all_tensors)
     present = set(g.outputs)
     already = tuple(n for n in names if n in present)
     new = [n for n in names if n not in present]
-    user_types = _normalize_types(types)
-    typing = _type_boundary(g, [], new, user_types, observe=observe, output_flag="--tensors")
+    typing = _type_boundary(g, [], new, _normalize_types(types), observe=observe, output_flag="--tensors")
     proto = onnx.ModelProto()
     proto.CopyFrom(model.proto)
     templates = {v.name: v for v in model.graph.value_info}
@@ -1446,14 +1481,10 @@ def expose_with_report(
         proto.graph.output.append(_value_info(name, typing.types[name], templates.get(name)))
     result = model.derive(proto)
     if check:
-        check_or_raise(result, what="the model with exposed tensors")
-    return Exposure(
-        model=result,
-        added=tuple(TensorSig.of(v) for v in proto.graph.output[len(g.outputs):]),
-        already_outputs=already,
-        typed_by={n: typing.source.get(n, "model") for n in new},
-        notes=tuple(typing.notes),
-    )
+        # As for extract: strict inference only finds a conflict that a stated type could bring.
+        strict = _needs_strict_check(g, typing, new)
+        check_or_raise(result, what="the model with exposed tensors", full_check=strict)
+    return result, typing, already, new
 
 
 def _select(g: _Graph, tensors: Sequence[str], op_types: Sequence[str], all_tensors: bool) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 import onnx
@@ -14,8 +15,10 @@ from graphkit.model import Model, is_borrowed, is_external, iter_graphs, iter_te
 __all__ = ["Summary", "TensorSig", "dtype_name", "shape_of", "summarize"]
 
 
+@lru_cache(maxsize=64)
 def dtype_name(elem_type: int) -> str:
-    """A readable dtype name ("float32", "int64") for an ONNX element type."""
+    """A readable dtype name ("float32", "int64") for an ONNX element type (remembered: numpy's
+    names cost microseconds each, and a report may name tens of thousands of tensors)."""
     if elem_type == 0:
         return "unknown"
     try:

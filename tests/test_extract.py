@@ -380,6 +380,36 @@ def test_stated_boundary_types_get_the_full_checker(whole_model: gk.Model, monke
     assert calls == [True]
 
 
+def test_expose_gets_the_same_checker_choice(whole_model: gk.Model, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _record_checker(monkeypatch)
+    assert gk.expose_with_report(whole_model, [C21]).typed_by == {C21: "inference"}
+    assert calls == [False]
+    calls.clear()
+    gk.expose(whole_model, [C21], types={C21: ("float32", [1, 3, 10, 10])})
+    assert calls == [True]
+
+
+def test_expose_explains_a_broken_source_only_when_something_fails(whole_model: gk.Model,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    gx_module = importlib.import_module("graphkit.extract")
+    sound: list[str] = []
+    real = gx_module.require_sound
+    monkeypatch.setattr(gx_module, "require_sound", lambda m, **k: (sound.append(m.name), real(m, **k))[1])
+    gk.expose(whole_model, [C21])
+    assert sound == []  # (the result's check proves the source sound: same graph, more outputs)
+    broken = onnx.ModelProto()
+    broken.CopyFrom(whole_model.proto)
+    broken.graph.node[1].input[0] = "nowhere"
+    with pytest.raises(gk.InvalidModelError) as info:
+        gk.expose(gk.Model(broken), [C21])
+    assert len(sound) == 1 and "'nowhere'" in info.value.message
+    with pytest.raises(gk.InvalidModelError):
+        gk.expose(gk.Model(broken), [C21], check=False)  # (nothing checks the result: checked first)
+    assert len(sound) == 2
+
+
 def test_a_user_type_the_nodes_contradict_is_refused(whole_model: gk.Model, tmp_path: Path) -> None:
     with pytest.raises(gk.InvalidModelError) as info:
         gk.extract(whole_model, [C12], [C40], types={C12: ("int64", [1, 3, 14, 14])})
