@@ -172,7 +172,7 @@ def parse_tensor_spec(text: str, known: Iterable[str] = ()) -> tuple[str, Tensor
     Raises:
         UsageError: The dims cannot be parsed.
     """
-    if text in set(known):
+    if text in (known if isinstance(known, (set, frozenset)) else set(known)):
         return text, None
     match = _SPEC.match(text)
     if not match or not _is_dtype(match.group("dtype")):

@@ -147,3 +147,22 @@ def test_extract_through_python_m(tmp_path: Path) -> None:
     )
     assert failed.returncode == 2 and "node '/Add' (Add)" in failed.stderr
     assert not (tmp_path / "bad.onnx").exists()
+
+
+def test_tensor_names_with_colons_are_names_and_typed_specs_are_types(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["h:float16"]), helper.make_node("Neg", ["h:float16"], ["y:0"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y:0", TensorProto.FLOAT, [2])])
+    source = tmp_path / "colons.onnx"
+    gk.save(gk.Model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])), source)
+    out = tmp_path / "part.onnx"
+    assert main(["extract", str(source), str(out), "--inputs", "h:float16", "--outputs", "y:0", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [(s["name"], s["dtype"]) for s in data["inputs"]] == [("h:float16", "float32")]  # (a name, not a type)
+    assert main(["extract", str(source), str(out), "--inputs", "h:float16:float32:[2]", "--outputs", "y:0:float32:[2]",
+                 "--json", "--overwrite"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["typed_by"] == {"h:float16": "user", "y:0": "user"}

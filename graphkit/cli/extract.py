@@ -36,10 +36,15 @@ def split_specs(model: Model, specs: list[str] | None) -> tuple[list[str] | None
     """Names and user-given types from NAME / NAME:DTYPE:[DIMS] arguments."""
     if specs is None:
         return None, {}
-    known = _tensor_names(model)
+    known: set[str] | None = None  # (every tensor name: only a spec with a colon needs them)
     names: list[str] = []
     types: dict[str, TensorType] = {}
     for spec in specs:
+        if ":" not in spec:
+            names.append(spec)
+            continue
+        if known is None:
+            known = _tensor_names(model)
         name, given = parse_tensor_spec(spec, known)
         names.append(name)
         if given is not None:
