@@ -1202,21 +1202,8 @@ class _Done:
     notes: tuple[str, ...]
 
 
+@paused_gc()
 def _extract(
-    model: Model,
-    inputs: Sequence[str] | None,
-    outputs: Sequence[str] | None,
-    *,
-    check: bool,
-    types: Mapping[str, Any] | None,
-    observe: bool,
-) -> _Done:
-    """Extract (see ``extract_with_report``), leaving the report's figures uncomputed."""
-    with paused_gc():
-        return _extract_once(model, inputs, outputs, check=check, types=types, observe=observe)
-
-
-def _extract_once(
     model: Model,
     inputs: Sequence[str] | None,
     outputs: Sequence[str] | None,
@@ -1226,12 +1213,12 @@ def _extract_once(
     observe: bool,
     fast: bool = True,
 ) -> _Done:
-    """One extraction, with or without the fast paths.
+    """Extract (see ``extract_with_report``), leaving the report's figures uncomputed.
 
     With ``fast``, the fast paths are tried first; if anything after them fails (typing, the
     result's check), the extraction is done again without them, so a broken source gets the
     general paths' diagnosis (they may name a cause the fast paths did not look for, e.g. a body
-    on an op type that has none).
+    on an op type that has none). The garbage collector is held off meanwhile (``paused_gc``).
     """
     g = _Graph(model, fast=fast)
     user_types = _normalize_types(types)
@@ -1265,7 +1252,7 @@ def _extract_once(
     except GraphkitError:
         if not g.fast:  # (no fast path was used: nothing to redo)
             raise
-        return _extract_once(model, inputs, outputs, check=check, types=types, observe=observe, fast=False)
+        return _extract(model, inputs, outputs, check=check, types=types, observe=observe, fast=False)
     notes = list(typing.notes)
     if reordered:
         notes.append("the source's nodes were not in execution order; the kept nodes were sorted")

@@ -423,8 +423,8 @@ def test_extraction_holds_the_garbage_collector_off_and_restores_it(monkeypatch:
     from graphkit.graph import paused_gc
 
     seen: list[bool] = []
-    real = gx._extract_once
-    monkeypatch.setattr(gx, "_extract_once", lambda *a, **k: (seen.append(gc.isenabled()), real(*a, **k))[1])
+    real = gx._scan_cut
+    monkeypatch.setattr(gx, "_scan_cut", lambda *a: (seen.append(gc.isenabled()), real(*a))[1])
     model = _chain_model()
     assert gc.isenabled()
     gk.extract(model, ["/s1/out"], ["/s3/out"])
