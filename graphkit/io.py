@@ -301,6 +301,12 @@ def _parse(data: bytes, label: str) -> tuple[onnx.ModelProto, bool]:
     """
     if not data:
         raise CorruptModelError(f"{label} is empty", hint="the file was probably truncated; export or copy it again")
+    # The strict parse first, kept only for what it tells: it is let go before the real parse, so
+    # the two never take memory at once.
+    strict = _strict_parse(data)
+    ops_seen = None if strict is None else _main_op_types(strict)
+    external_marked = strict is None or _any_external(strict)
+    del strict
     proto = onnx.ModelProto()
     try:
         proto.ParseFromString(data)
@@ -314,21 +320,20 @@ def _parse(data: bytes, label: str) -> tuple[onnx.ModelProto, bool]:
             f"{label} parses as protobuf but is not an ONNX model (no graph or no ir_version)",
             hint="check that this is an .onnx model file",
         )
-    strict = _strict_parse(data)
-    if strict is None or _ops_unsure(strict, len(proto.graph.node)):
+    if ops_seen is None or ops_seen[0] != len(proto.graph.node) or ops_seen[1]:
         for node in proto.graph.node:
             if not node.op_type:
                 raise CorruptModelError(
                     f"{label}: a node ({node.name or 'unnamed'}) has no op_type", hint="the file is corrupted"
                 )
-    bad = None if strict is not None else _first_non_utf8(proto)
+    bad = None if ops_seen is not None else _first_non_utf8(proto)
     if bad is not None:
         raise CorruptModelError(
             f"{label}: {bad} is not valid UTF-8 text", hint="the file is corrupted; export or copy it again"
         )
     # An external tensor has an external-data entry (whose key is "location") or, if broken, at least
     # its data_location: the strict parse lists every data_location, so both are found cheaply.
-    maybe_external = b"location" in data or strict is None or _any_external(strict)
+    maybe_external = b"location" in data or external_marked
     return proto, maybe_external
 
 
@@ -347,11 +352,12 @@ def _any_external(message: Any) -> bool:
     )
 
 
-def _ops_unsure(strict: Any, count: int) -> bool:
-    """Whether the strict parse leaves open that a main-graph node lacks an op type: it lists every
-    op_type the main graph's nodes carry, so ``count`` non-empty ones mean every node has one."""
+def _main_op_types(strict: Any) -> tuple[int, bool]:
+    """How many op types the strict parse lists for the main graph's nodes, and whether one is
+    empty: it lists every op_type they carry, so as many non-empty ones as there are nodes mean
+    every node has one."""
     ops = strict.graph.node.op_type
-    return len(ops) != count or "" in ops
+    return len(ops), "" in ops
 
 
 _STRICT_PACKAGE = "graphkit_utf8_check"
