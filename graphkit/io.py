@@ -304,7 +304,8 @@ def _parse(data: bytes, label: str) -> tuple[onnx.ModelProto, bool]:
     # The strict parse first, kept only for what it tells: it is let go before the real parse, so
     # the two never take memory at once.
     strict = _strict_parse(data)
-    ops_seen = None if strict is None else _main_op_types(strict)
+    utf8_checked = strict is not None
+    op_count, empty_op = _main_op_types(strict) if strict is not None else (-1, True)
     external_marked = strict is None or _any_external(strict)
     del strict
     proto = onnx.ModelProto()
@@ -320,13 +321,13 @@ def _parse(data: bytes, label: str) -> tuple[onnx.ModelProto, bool]:
             f"{label} parses as protobuf but is not an ONNX model (no graph or no ir_version)",
             hint="check that this is an .onnx model file",
         )
-    if ops_seen is None or ops_seen[0] != len(proto.graph.node) or ops_seen[1]:
+    if op_count != len(proto.graph.node) or empty_op:
         for node in proto.graph.node:
             if not node.op_type:
                 raise CorruptModelError(
                     f"{label}: a node ({node.name or 'unnamed'}) has no op_type", hint="the file is corrupted"
                 )
-    bad = None if ops_seen is not None else _first_non_utf8(proto)
+    bad = None if utf8_checked else _first_non_utf8(proto)
     if bad is not None:
         raise CorruptModelError(
             f"{label}: {bad} is not valid UTF-8 text", hint="the file is corrupted; export or copy it again"
