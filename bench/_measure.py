@@ -96,6 +96,19 @@ class RunResult:
         return float(value) if isinstance(value, (int, float)) else None
 
 
+def child_env(repo_root: Path) -> dict[str, str]:
+    """The environment a benchmarked child gets on top of ours: graphkit importable from the source
+    tree, and bytecode caching allowed. Installed tools (onnx, polygraphy, ...) import from the
+    bytecode pip compiled for them; graphkit's first run then caches its bytecode too, as installing
+    it would, instead of compiling every module in every run when the environment sets
+    PYTHONDONTWRITEBYTECODE."""
+    path = os.environ.get("PYTHONPATH")
+    return {
+        "PYTHONPATH": str(repo_root) + (os.pathsep + path if path else ""),
+        "PYTHONDONTWRITEBYTECODE": "",
+    }
+
+
 def python_call(module: Path, function: str, **kwargs: object) -> tuple[str, ...]:
     """Command line that calls ``function(**kwargs)`` of the module file ``module`` in a new interpreter.
 

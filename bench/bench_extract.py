@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import shutil
 import signal
 import sys
@@ -136,17 +135,6 @@ FLOOR_TOOL = Tool(FLOOR, _runner("floor", with_slice=False))
 # Checking and cleaning up outputs
 
 
-def _child_env() -> dict[str, str]:
-    path = os.environ.get("PYTHONPATH")
-    return {
-        "PYTHONPATH": str(REPO_ROOT) + (os.pathsep + path if path else ""),
-        # Installed tools (onnx, polygraphy, ...) import from the bytecode pip compiled for them;
-        # let graphkit's first (probe) run cache its bytecode too, as installing it would, instead
-        # of compiling every module in every run when the environment sets PYTHONDONTWRITEBYTECODE.
-        "PYTHONDONTWRITEBYTECODE": "",
-    }
-
-
 def _folder_mb(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
 
@@ -207,7 +195,7 @@ def probe_tools(tools: Sequence[Tool]) -> tuple[list[Tool], dict[str, str]]:
         if tool.probe is None:
             usable.append(tool)
             continue
-        result = _measure.run(Job(tool.name, tool.probe, _child_env(), str(REPO_ROOT)), timeout=120)
+        result = _measure.run(Job(tool.name, tool.probe, _measure.child_env(REPO_ROOT), str(REPO_ROOT)), timeout=120)
         if result.ok:
             usable.append(tool)
         else:
@@ -222,7 +210,7 @@ def _job_factory(tool: Tool, template: Case, workdir: Path, cases: dict[str, Cas
         folder = Path(tempfile.mkdtemp(prefix=f"{tool.name}-", dir=workdir))
         case = dataclasses.replace(template, output=folder / "model.onnx")
         cases[str(case.output)] = case
-        return Job(tool.name, tool.argv(case), _child_env(), str(folder), str(case.output))
+        return Job(tool.name, tool.argv(case), _measure.child_env(REPO_ROOT), str(folder), str(case.output))
 
     return make
 

@@ -34,7 +34,7 @@ CLI = {
 
 
 def jobs(model: Path) -> list[_measure.Job]:
-    env = {"PYTHONPATH": str(ROOT)}
+    env = _measure.child_env(ROOT)
     found = [_measure.Job(name, (sys.executable, "-c", code, str(model)), env=env) for name, code in SNIPPETS.items()]
     found += [_measure.Job(name, (sys.executable, "-m", "graphkit", *args, str(model)), env=env)
               for name, args in CLI.items()]
