@@ -444,3 +444,25 @@ def test_extraction_holds_the_garbage_collector_off_and_restores_it(monkeypatch:
         assert not gc.isenabled()  # (a collector the caller turned off stays off)
     finally:
         gc.enable()
+
+
+def test_concurrent_extractions_leave_the_collector_on() -> None:
+    import gc
+    import threading
+
+    model = _chain_model()
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(5):
+                gk.extract(model, ["/s1/out"], ["/s3/out"])
+        except BaseException as err:  # (reported below)
+            errors.append(err)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and gc.isenabled()
