@@ -332,10 +332,9 @@ def _parse(data: bytes, label: str) -> tuple[onnx.ModelProto, bool]:
         raise CorruptModelError(
             f"{label}: {bad} is not valid UTF-8 text", hint="the file is corrupted; export or copy it again"
         )
-    # An external tensor has an external-data entry (whose key is "location") or, if broken, at least
-    # its data_location: the strict parse lists every data_location, so both are found cheaply.
-    maybe_external = b"location" in data or external_marked
-    return proto, maybe_external
+    # Only a tensor whose data_location is EXTERNAL reads an external file (see model.is_external),
+    # and the strict parse lists every data_location: no need to look through the bytes.
+    return proto, external_marked
 
 
 def _any_external(message: Any) -> bool:
