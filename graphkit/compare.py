@@ -371,7 +371,8 @@ class _Accumulator:
         self.norm_c += float(np.dot(c, c))
         self.norm_r += float(np.dot(r, r))
         del c, r
-        slack = diff - self.tol.rtol * mag  # passes where slack <= atol
+        with np.errstate(over="ignore"):  # (a huge rtol makes rtol * |r| infinite: then it passes)
+            slack = diff - self.tol.rtol * mag  # passes where slack <= atol
         self.out += int(np.count_nonzero(slack > self.tol.atol))
         self.need_atol = max(self.need_atol, float(slack.max()))
         del slack

@@ -439,3 +439,12 @@ def test_raw_evaluator_lrn_divergence_on_light_zfnet512_is_found_local() -> None
     lrn = result.tensor("r6")
     assert lrn.max_rel > 1e-2  # onnx's kernel skips the square sums of channels >= N
     assert all(t.passed for t in result.tensors[: result.tensors.index(lrn)])
+
+
+def test_a_huge_rtol_passes_without_a_numpy_warning() -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        figures = tensor_figures(np.array([1e3, 2.0]), np.array([999.0, 2.0]), Tolerance(atol=1e-6, rtol=1e307))
+    assert figures["passed"]
