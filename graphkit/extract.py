@@ -928,6 +928,14 @@ def _propagated_types(
     return found
 
 
+def propagated_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
+    """The types of the node outputs ``names`` by exact propagation (``graphkit.propagate``), or {}
+    when the model does not suit it (an op it does not type, value_info to merge, unsorted nodes):
+    then ONNX shape inference is the caller's way. Used by split for its boundary tensors."""
+    with paused_gc():
+        return _propagated_types(_Graph(model), names, {}, None) or {}
+
+
 def _outside_type(
     name: str,
     stops: Mapping[str, onnx.TypeProto],

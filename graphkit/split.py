@@ -42,7 +42,7 @@ from graphkit.errors import (
     WriteError,
     not_found,
 )
-from graphkit.graph import GraphIndex, node_label, subgraphs
+from graphkit.graph import GraphIndex, node_label, paused_gc, subgraphs
 from graphkit.model import Model, is_external, iter_graphs, iter_tensors
 from graphkit.summary import TensorSig
 from graphkit.validate import check_or_raise, require_sound
@@ -229,6 +229,7 @@ def _origin(source: int | None) -> str | int:
 # ------------------------------------------------------------------------------------------- split
 
 
+@paused_gc()
 def split(
     model: Model,
     /,
@@ -468,13 +469,16 @@ def _build(model: Model, index: GraphIndex, groups: list[list[int]], method: dic
         ins, inits, outs = _boundary(model, index, group, i, where, outputs_set)
         plans.append((ins, inits, outs))
     boundary_names = {n for ins, _, outs in plans for n in [*ins, *outs]} | set(index.inputs) | outputs_set
-    types = _types(model, index, boundary_names)
+    types, stated = _types(model, index, boundary_names)
     fragments = []
     for i, (group, (ins, inits, outs)) in enumerate(zip(groups, plans)):
         proto = _fragment_proto(model, index, group, i, len(groups), ins, inits, outs, types)
         fragment_model = Model(proto, model.base_dir, None)
         if check:
-            check_or_raise(fragment_model, what=f"fragment {i} of {model.name}")
+            # As for extract: the fragment's nodes are unchanged copies, so strict shape inference
+            # can only find a conflict in a type that was stated, not derived from those nodes.
+            full = not stated.isdisjoint(ins) or not stated.isdisjoint(outs)
+            check_or_raise(fragment_model, what=f"fragment {i} of {model.name}", full_check=full)
         fragments.append(_fragment(i, fragment_model, group, index, ins, outs, types, where))
     inputs = tuple(_port(types, n) for n in index.inputs if n not in index.initializers)
     graph_outputs = tuple(
@@ -519,16 +523,28 @@ def _boundary(
     return ins, inits, outs
 
 
-def _types(model: Model, index: GraphIndex, names: set[str]) -> dict[str, onnx.ValueInfoProto]:
-    """A typed ValueInfoProto for every boundary tensor: value_info, else shape inference, else a run."""
+def _types(model: Model, index: GraphIndex, names: set[str]) -> tuple[dict[str, onnx.ValueInfoProto], set[str]]:
+    """A typed ValueInfoProto for every boundary tensor, and the names whose type was stated rather
+    than derived from the nodes: value_info (stated, but for the graph's own inputs and outputs),
+    else exact propagation, else shape inference, else a run (stated)."""
     typed = {n: v for n, v in index.value_info.items() if _has_type(v)}
+    declared = {v.name for v in model.graph.input} | {v.name for v in model.graph.output}
+    stated = {n for n in names if n in typed and n not in declared}
     missing = {n for n in names if n not in typed}
+    made = sorted(n for n in missing if n in index.producer)
+    if made:
+        from graphkit.extract import propagated_types  # (split's one use of extract's typing)
+
+        found = propagated_types(model, made)
+        typed.update({n: onnx.helper.make_value_info(n, tp) for n, tp in found.items()})
+        missing -= set(found)
     if missing:
         typed.update({n: v for n, v in _inferred(model).items() if n in missing and _has_type(v)})
         missing -= set(typed)
     if missing:
         typed.update(_observed(model, sorted(missing)))
-    return typed
+        stated |= missing
+    return typed, stated
 
 
 def _has_type(value: onnx.ValueInfoProto) -> bool:

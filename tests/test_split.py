@@ -355,3 +355,73 @@ def test_untyped_boundary_that_nothing_can_type_is_a_clear_error() -> None:
         gk.split(model, at=["t"])
     assert "'t'" in err.value.message and "running the model failed" in err.value.message
     assert "value_info" in err.value.hint
+
+
+# -------------------------------------------------------------- typing the boundaries, and the checker
+
+
+def _elementwise_chain(stages: int = 5) -> gk.Model:
+    """Stages of two Add-Relu branches merged by Mean: what exact propagation types (no value_info)."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(0)
+    nodes, inits, x = [], [], "x"
+    for s in range(stages):
+        ends = []
+        for b in range(2):
+            w = f"w{s}_{b}"
+            inits.append(onnx.numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), w))
+            nodes += [helper.make_node("Add", [x, w], [f"a{s}_{b}"]), helper.make_node("Relu", [f"a{s}_{b}"], [f"r{s}_{b}"])]
+            ends.append(f"r{s}_{b}")
+        nodes.append(helper.make_node("Mean", ends, [f"m{s}"]))
+        x = f"m{s}"
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["N", 8])], inits)
+    return gk.Model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+LIGHT = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
+
+
+@pytest.mark.parametrize("source", ["chain", "whole_model.onnx", "if_outer_scope.onnx", *sorted(
+    p.name for p in LIGHT.glob("*.onnx"))[:4]])
+def test_propagated_boundary_types_equal_shape_inference(source: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    if source == "chain":
+        model = _elementwise_chain()
+    elif (LIGHT / source).exists():
+        model = gk.load(LIGHT / source)
+    else:
+        model = gk.load(fixture(source))
+    parts = min(3, len(model.graph.node))
+    extract_module = importlib.import_module("graphkit.extract")
+    real, typed = extract_module.propagated_types, []
+    monkeypatch.setattr(extract_module, "propagated_types", lambda *a: typed.append(real(*a)) or typed[-1])
+    fast = [f.model.proto.SerializeToString() for f in gk.split(model, parts=parts)]
+    if source == "chain":
+        assert typed and typed[0]  # (propagation typed the boundaries here)
+    monkeypatch.setattr(extract_module, "propagated_types", lambda *a: {})
+    slow = [f.model.proto.SerializeToString() for f in gk.split(model, parts=parts)]
+    assert fast == slow
+
+
+def test_fragments_typed_from_their_nodes_get_the_plain_checker(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[bool] = []
+    real = onnx.checker.check_model
+
+    def spy(model: object, full_check: bool = False, **kwargs: object) -> None:
+        calls.append(full_check)
+        real(model, full_check=full_check, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(onnx.checker, "check_model", spy)
+    model = _elementwise_chain()
+    result = gk.split(model, at=["m1", "m3"])
+    assert calls == [False, False, False]
+    assert [f.model.graph.input[0].name for f in result] == ["x", "m1", "m3"]
+    stale = onnx.ModelProto()
+    stale.CopyFrom(model.proto)
+    stale.graph.value_info.append(onnx.helper.make_tensor_value_info("m1", onnx.TensorProto.FLOAT, ["N", 8]))
+    calls.clear()
+    gk.split(gk.Model(stale), at=["m1", "m3"])
+    assert calls == [True, True, False]  # (m1's type is the source's word for it: stated)
