@@ -47,8 +47,7 @@ from graphkit.errors import (
 from graphkit.graph import GraphIndex
 from graphkit.io import inline_proto
 from graphkit.model import Model
-from graphkit.run import input_specs, make_feeds
-from graphkit.run import run as ort_run
+from graphkit.run import input_specs, make_feeds, run_fragment
 from graphkit.validate import require_sound
 
 __all__ = [
@@ -652,11 +651,13 @@ def _fragment_model(graph: _Graph, nodes: Sequence[int], inputs: Mapping[str, np
     proto.functions.extend(source.functions)
     g = proto.graph
     g.name = f"{source.graph.name}_fragment"
-    reads: set[str] = set()
+    reads: dict[str, None] = {}
     for i in nodes:
         g.node.append(source.graph.node[i])
-        reads.update(graph.index.node_reads[i])
-    g.initializer.extend(t for t in source.graph.initializer if t.name in reads)
+        reads.update(dict.fromkeys(graph.index.node_reads[i]))
+    weights = graph.index.initializers  # (by name: a fragment reads few of a big model's weights)
+    sparse = {t.values.name for t in source.graph.sparse_initializer}
+    g.initializer.extend(weights[n] for n in reads if n in weights and n not in sparse)
     g.sparse_initializer.extend(t for t in source.graph.sparse_initializer if t.values.name in reads)
     for name, value in inputs.items():
         g.input.append(_value_info(name, value))
@@ -677,7 +678,7 @@ def _execute(model: Model, feeds: Mapping[str, np.ndarray], outputs: Sequence[st
         return _execute_reference(model, feeds, outputs, what)
     opt = "disable" if backend == "ort-noopt" else "all"
     try:
-        return ort_run(model, feeds, outputs=outputs, opt_level=opt)
+        return run_fragment(model, feeds, outputs, opt_level=opt)
     except RuntimeFailure as err:
         raise RuntimeFailure(f"{what}: {err.message}", hint=err.hint) from err
 

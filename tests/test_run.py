@@ -249,3 +249,18 @@ def test_tensor_stats_by_value() -> None:
     assert stats.to_dict()["shape"] == [2, 2] and stats.nbytes == 16
     assert tensor_stats("s", np.array(["a"], dtype=object)).min is None
     assert tensor_stats("b", np.array([True, False])).mean == 0.5
+
+
+def test_run_fragment_runs_a_fed_piece_and_names_a_failure(whole_model: gk.Model) -> None:
+    from graphkit.run import run_fragment
+
+    feeds = gk.make_feeds(whole_model, seed=3)
+    want = ["output", "/Add_output_0"]
+    assert {k: v.shape for k, v in run_fragment(whole_model, feeds, want).items()} == {
+        k: v.shape for k, v in gk.run(whole_model, feeds, outputs=want).items()}
+    np.testing.assert_array_equal(run_fragment(whole_model, feeds, want)["output"],
+                                  gk.run(whole_model, feeds, outputs=want)["output"])
+    wrong = {name: value.astype(np.float64) for name, value in feeds.items()}
+    with pytest.raises(gk.RuntimeFailure) as info:
+        run_fragment(whole_model, wrong, ["output"])
+    assert whole_model.name in info.value.message
