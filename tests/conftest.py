@@ -30,6 +30,22 @@ def folder_digest(folder: Path) -> dict[str, str]:
 
 
 @pytest.fixture
+def checker_calls(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """The ``full_check`` of every onnx.checker.check_model call made during the test, in order."""
+    import onnx
+
+    calls: list[bool] = []
+    real = onnx.checker.check_model
+
+    def spy(model: object, full_check: bool = False, **kwargs: object) -> None:
+        calls.append(full_check)
+        real(model, full_check=full_check, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(onnx.checker, "check_model", spy)
+    return calls
+
+
+@pytest.fixture
 def whole_model() -> gk.Model:
     return gk.load(fixture("whole_model.onnx"))
 

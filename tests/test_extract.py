@@ -349,29 +349,16 @@ def test_expose_unknown_tensor_did_you_mean(whole_model: gk.Model) -> None:
 # ------------------------------------------------------------- which checker runs on the result
 
 
-def _record_checker(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Record the ``full_check`` of every onnx.checker.check_model call."""
-    calls: list[bool] = []
-    real = onnx.checker.check_model
-
-    def spy(model: object, full_check: bool = False, **kwargs: object) -> None:
-        calls.append(full_check)
-        real(model, full_check=full_check, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(onnx.checker, "check_model", spy)
-    return calls
-
-
-def test_inferred_boundaries_get_the_plain_checker(whole_model: gk.Model, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _record_checker(monkeypatch)
+def test_inferred_boundaries_get_the_plain_checker(whole_model: gk.Model, checker_calls: list[bool]) -> None:
+    calls = checker_calls
     report = gk.extract_with_report(whole_model, [C12], [C40])
     assert report.typed_by == {C12: "inference", C40: "inference"}
     assert calls == [False]  # strict inference would re-derive the source's own types
     assert_same_values(whole_model, report.model)
 
 
-def test_stated_boundary_types_get_the_full_checker(whole_model: gk.Model, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _record_checker(monkeypatch)
+def test_stated_boundary_types_get_the_full_checker(whole_model: gk.Model, checker_calls: list[bool]) -> None:
+    calls = checker_calls
     gk.extract(whole_model, [C12], [C40], types={C12: ("float32", [1, 3, 14, 14])})
     assert calls == [True]
     value_info = gk.load(fixture("dcn.onnx"))
@@ -380,8 +367,8 @@ def test_stated_boundary_types_get_the_full_checker(whole_model: gk.Model, monke
     assert calls == [True]
 
 
-def test_expose_gets_the_same_checker_choice(whole_model: gk.Model, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _record_checker(monkeypatch)
+def test_expose_gets_the_same_checker_choice(whole_model: gk.Model, checker_calls: list[bool]) -> None:
+    calls = checker_calls
     assert gk.expose_with_report(whole_model, [C21]).typed_by == {C21: "inference"}
     assert calls == [False]
     calls.clear()
