@@ -29,7 +29,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import graphkit as gk  # noqa: E402
-from graphkit.run import run_chain, session  # noqa: E402
+from graphkit._chain import run_chain  # noqa: E402
+from graphkit.run import session  # noqa: E402
 
 
 def _generator() -> object | None:

@@ -17,6 +17,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from graphkit._chain import ChainResult, run_chain
     from graphkit.build import GraphBuilder, parse_model
     from graphkit.compare import Comparison, Divergence, MarkerResult, TensorDiff, Tolerance, compare, markers
     from graphkit.diff import Change, ModelDiff, diff
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
     from graphkit.io import load, save, tensor_value
     from graphkit.model import Model
     from graphkit.recipe import apply_recipe, load_recipe
-    from graphkit.run import ChainResult, RunResult, make_feeds, run, run_chain, run_detailed
+    from graphkit.run import RunResult, make_feeds, run, run_detailed
     from graphkit.split import Fragment, Split, load_split, split, write_split
     from graphkit.summary import Summary, summarize
     from graphkit.validate import Issue, Report, toposort, validate
@@ -165,6 +166,7 @@ __all__ = [
 
 #: Public names by the submodule that defines them; each is imported on first access.
 _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
+    "_chain": ("ChainResult", "run_chain"),
     "build": ("GraphBuilder", "parse_model"),
     "compare": ("Comparison", "Divergence", "MarkerResult", "TensorDiff", "Tolerance", "compare", "markers"),
     "diff": ("Change", "ModelDiff", "diff"),
@@ -187,7 +189,7 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "io": ("load", "save", "tensor_value"),
     "model": ("Model",),
     "recipe": ("apply_recipe", "load_recipe"),
-    "run": ("ChainResult", "RunResult", "make_feeds", "run", "run_chain", "run_detailed"),
+    "run": ("RunResult", "make_feeds", "run", "run_detailed"),
     "split": ("Fragment", "Split", "load_split", "split", "write_split"),
     "summary": ("Summary", "summarize"),
     "validate": ("Issue", "Report", "toposort", "validate"),

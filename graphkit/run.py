@@ -1,4 +1,4 @@
-"""ONNX Runtime sessions, feeds, run and run_chain. The only importer of onnxruntime in graphkit.
+"""ONNX Runtime sessions, feeds and run. The only importer of onnxruntime in graphkit.
 
 Models with external weights run from where their weights lie: the session reads the ModelProto from
 memory and the weights from the model's folder (``session.model_external_initializers_file_folder_path``),
@@ -11,13 +11,12 @@ change when another input is given from a file or when the inputs are listed in 
 from __future__ import annotations
 
 import logging
-import os
 import time
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -32,24 +31,17 @@ from graphkit.validate import require_sound
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-    from graphkit.split import Split
-
 __all__ = [
     "OPT_LEVELS",
-    "ChainResult",
     "FeedNote",
     "FeedSpec",
-    "FragmentRun",
-    "OutputDiff",
     "RunResult",
     "TensorStats",
     "check_feed",
-    "compare_outputs",
     "input_specs",
     "make_feeds",
     "plan_feeds",
     "run",
-    "run_chain",
     "run_detailed",
     "session",
     "tensor_stats",
@@ -645,344 +637,3 @@ def _with_outputs(model: Model, outputs: Sequence[str] | None) -> tuple[Model, l
         else:
             entry.name = name
     return Model(clone.proto, model.base_dir, model.path), wanted
-
-
-# -------------------------------------------------------------------------------------- run_chain
-
-
-@dataclass(frozen=True)
-class FragmentRun:
-    """One fragment's part in a chain run.
-
-    Attributes:
-        index: Position in the chain.
-        name: The fragment's file or name.
-        nodes: Its node count.
-        load_seconds: Session creation time.
-        run_seconds: Inference time.
-        output_bytes: Bytes of everything it produced.
-        peak_output_bytes: Bytes of its largest output.
-        live_bytes: Bytes of the values the chain holds after it (still needed later, or final).
-    """
-
-    index: int
-    name: str
-    nodes: int
-    load_seconds: float
-    run_seconds: float
-    output_bytes: int
-    peak_output_bytes: int
-    live_bytes: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "index": self.index, "name": self.name, "nodes": self.nodes, "load_seconds": self.load_seconds,
-            "run_seconds": self.run_seconds, "output_bytes": self.output_bytes,
-            "peak_output_bytes": self.peak_output_bytes, "live_bytes": self.live_bytes,
-        }
-
-
-@dataclass(frozen=True)
-class OutputDiff:
-    """How one chained output compares with the whole model's.
-
-    Attributes:
-        name: The output.
-        max_abs: Largest absolute difference (None when shapes or dtypes differ, or it is missing).
-        max_rel: Largest relative difference ``|a-b| / |b|`` over nonzero references.
-        exact: Bit-for-bit equal (NaNs in the same places count as equal).
-        ok: Within the tolerance.
-        note: Why it is not comparable, if so.
-    """
-
-    name: str
-    max_abs: float | None
-    max_rel: float | None
-    exact: bool
-    ok: bool
-    note: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"name": self.name, "max_abs": self.max_abs, "max_rel": self.max_rel, "exact": self.exact,
-                "ok": self.ok, "note": self.note}
-
-
-def compare_outputs(
-    actual: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], *, rtol: float, atol: float
-) -> list[OutputDiff]:
-    """Compare ``actual`` with ``expected`` output by output (``expected`` decides the names)."""
-    diffs = []
-    for name, want in expected.items():
-        if name not in actual:
-            diffs.append(OutputDiff(name, None, None, False, False, "missing from the chain's outputs"))
-            continue
-        got, want = np.asarray(actual[name]), np.asarray(want)
-        if got.shape != want.shape or got.dtype != want.dtype:
-            note = f"got {got.dtype} {list(got.shape)}, expected {want.dtype} {list(want.shape)}"
-            diffs.append(OutputDiff(name, None, None, False, False, note))
-            continue
-        diffs.append(_diff(name, got, want, rtol, atol))
-    return diffs
-
-
-def _diff(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> OutputDiff:
-    if got.dtype.kind not in "biufc":
-        same = bool(np.array_equal(got, want))
-        return OutputDiff(name, None, None, same, same)
-    equal_nan = got.dtype.kind in "fc"
-    exact = bool(np.array_equal(got, want, equal_nan=equal_nan))
-    if got.size == 0:
-        return OutputDiff(name, 0.0, 0.0, exact, True)
-    a, b = got.astype(np.float64), want.astype(np.float64)
-    both_nan = np.isnan(a) & np.isnan(b)
-    delta = np.where(both_nan, 0.0, np.abs(a - b))
-    delta = np.where(np.isnan(delta), np.inf, delta)
-    max_abs = float(delta.max())
-    nonzero = np.abs(b) > 0
-    max_rel = float((delta[nonzero] / np.abs(b[nonzero])).max()) if nonzero.any() else 0.0
-    ok = exact or bool(np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=equal_nan))
-    return OutputDiff(name, max_abs, max_rel, exact, ok)
-
-
-@dataclass(frozen=True)
-class ChainResult:
-    """The result of ``run_chain``.
-
-    Attributes:
-        outputs: The final outputs by name (the source's graph outputs).
-        feeds: How each graph input was obtained.
-        fragments: One FragmentRun per fragment, in order.
-        reference: The whole model's file or name, when it was run to compare with.
-        whole_load_seconds: Session creation time of the whole model (None without reference).
-        whole_run_seconds: Inference time of the whole model (None without reference).
-        diffs: Per-output comparison with the whole model (empty without reference).
-        rtol: Relative tolerance used.
-        atol: Absolute tolerance used.
-        provider: The provider used.
-        opt_level: The graph optimization level used.
-    """
-
-    outputs: dict[str, np.ndarray]
-    feeds: tuple[FeedNote, ...]
-    fragments: tuple[FragmentRun, ...]
-    reference: str | None
-    whole_load_seconds: float | None
-    whole_run_seconds: float | None
-    diffs: tuple[OutputDiff, ...]
-    rtol: float
-    atol: float
-    provider: str
-    opt_level: str
-
-    @property
-    def compared(self) -> bool:
-        """Whether the chain was compared with the whole model."""
-        return self.reference is not None
-
-    @property
-    def ok(self) -> bool:
-        """True unless a compared output is outside the tolerance."""
-        return all(d.ok for d in self.diffs)
-
-    @property
-    def exact(self) -> bool:
-        """True when compared and every output is bit-for-bit equal."""
-        return self.compared and all(d.exact for d in self.diffs)
-
-    @property
-    def chain_seconds(self) -> float:
-        """Total time of the chain: every fragment's load and run."""
-        return sum(f.load_seconds + f.run_seconds for f in self.fragments)
-
-    @property
-    def peak_live_bytes(self) -> int:
-        """The most bytes of intermediate values the chain held at once."""
-        return max((f.live_bytes for f in self.fragments), default=0)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (statistics of the outputs, not their values)."""
-        return {
-            "ok": self.ok,
-            "compared": self.compared,
-            "exact": self.exact,
-            "reference": self.reference,
-            "provider": self.provider,
-            "opt_level": self.opt_level,
-            "rtol": self.rtol,
-            "atol": self.atol,
-            "feeds": [n.to_dict() for n in self.feeds],
-            "fragments": [f.to_dict() for f in self.fragments],
-            "chain_seconds": self.chain_seconds,
-            "whole_load_seconds": self.whole_load_seconds,
-            "whole_run_seconds": self.whole_run_seconds,
-            "peak_live_bytes": self.peak_live_bytes,
-            "outputs": [tensor_stats(n, v).to_dict() for n, v in self.outputs.items()],
-            "diffs": [d.to_dict() for d in self.diffs],
-        }
-
-
-def run_chain(
-    fragments: Split | Sequence[Model] | str | os.PathLike[str],
-    feeds: Mapping[str, Any] | None = None,
-    *,
-    reference: Model | Literal["auto"] | None = "auto",
-    seed: int = 0,
-    shapes: Mapping[str, Sequence[int]] | None = None,
-    ranges: Mapping[str, tuple[float, float]] | None = None,
-    dims: Mapping[str, int] | None = None,
-    provider: str = "cpu",
-    opt_level: str = "all",
-    rtol: float = 1e-4,
-    atol: float = 1e-5,
-    threads: int = 0,
-) -> ChainResult:
-    """Run fragments in order, each fed by the graph inputs and the earlier fragments' outputs.
-
-    Values are dropped as soon as no later fragment reads them. With a reference (the whole model),
-    it is run on the same feeds and every output is compared.
-
-    Args:
-        fragments: A Split (from ``graphkit.split``), a split folder or its manifest.json, or Models in
-            execution order.
-        feeds: Graph input values by name; the others are generated (seeded).
-        reference: The whole model to compare with; "auto" uses the split's source model when it is
-            at hand (and unchanged); None compares nothing.
-        seed: Seed for generated inputs.
-        shapes: Shapes for generated inputs with dynamic dims.
-        ranges: Value ranges for generated inputs.
-        dims: Values of named dynamic dims for generated inputs.
-        provider: "cpu" (default) or an ONNX Runtime provider name.
-        opt_level: ONNX Runtime graph optimization level, for the fragments and the reference.
-        rtol: Relative tolerance of the comparison.
-        atol: Absolute tolerance of the comparison.
-        threads: Intra-op threads (0: ONNX Runtime's default).
-
-    Raises:
-        FeedError: A feed is unknown or of the wrong dtype/shape.
-        UsageError: No fragments, or a fragment reads a tensor nothing before it produces.
-        RuntimeFailure: ONNX Runtime refuses or fails on a fragment or the reference.
-    """
-    models, specs, final_names, ref = _chain_parts(fragments, reference)
-    if ref is not None:
-        specs = _merge_specs(input_specs(ref), specs)
-    values, notes = plan_feeds(specs, feeds, seed=seed, shapes=shapes, ranges=ranges, dims=dims,
-                               where="the chain's inputs")
-    last_use = _last_uses(models, final_names)
-    env: dict[str, np.ndarray] = {n: v for n, v in values.items() if n in last_use}
-    runs = []
-    for i, model in enumerate(models):
-        runs.append(_run_fragment(i, model, env, last_use, provider, opt_level, threads))
-    outputs = {n: env[n] for n in final_names if n in env}
-    diffs: list[OutputDiff] = []
-    whole_load = whole_run = None
-    if ref is not None:
-        start = time.perf_counter()
-        sess = session(ref, provider=provider, opt_level=opt_level, threads=threads)
-        loaded = time.perf_counter()
-        names = [o.name for o in ref.graph.output]
-        ref_feeds = {s.name: values[s.name] for s in input_specs(ref)}
-        expected = dict(zip(names, (np.asarray(v) for v in _run_session(sess, names, ref_feeds, ref.name))))
-        whole_load, whole_run = loaded - start, time.perf_counter() - loaded
-        del sess
-        diffs = compare_outputs(outputs, expected, rtol=rtol, atol=atol)
-    return ChainResult(
-        outputs, tuple(notes), tuple(runs), ref.name if ref is not None else None, whole_load, whole_run,
-        tuple(diffs), rtol, atol, provider, opt_level,
-    )
-
-
-def _chain_parts(
-    fragments: Split | Sequence[Model] | str | os.PathLike[str], reference: Model | Literal["auto"] | None
-) -> tuple[list[Model], list[FeedSpec], list[str], Model | None]:
-    """Models in order, the chain's input specs, its final output names, and the reference to compare with."""
-    from graphkit.split import Split, load_split
-
-    if isinstance(fragments, (str, os.PathLike)):
-        fragments = load_split(fragments)
-    if isinstance(fragments, Split):
-        models = [f.model for f in fragments.fragments]
-        specs = [FeedSpec(p.name, np.dtype(p.dtype), p.shape) for p in fragments.inputs]
-        final = [p.name for p in fragments.outputs]
-        auto = fragments.source_model() if reference == "auto" else None
-    else:
-        models = list(fragments)
-        specs, final = _open_ends(models)
-        auto = None
-    if not models:
-        raise UsageError("no fragments to run", hint="split a model first: python -m graphkit split IN OUTDIR --parts N")
-    ref = auto if reference == "auto" else reference
-    return models, specs, final, ref
-
-
-def _open_ends(models: Sequence[Model]) -> tuple[list[FeedSpec], list[str]]:
-    """For plain models: inputs nothing earlier produces, and outputs nothing later reads."""
-    producer = {o.name: j for j, model in enumerate(models) for o in model.graph.output}
-    specs: list[FeedSpec] = []
-    for i, model in enumerate(models):
-        for spec in input_specs(model):
-            j = producer.get(spec.name, -1)
-            if j >= i:
-                raise UsageError(
-                    f"fragment {i} ({model.name}) reads {spec.name!r}, which fragment {j} computes "
-                    + ("itself" if j == i else "after it"),
-                    hint="run the fragments in the order of their manifest",
-                )
-            if j < 0 and spec.name not in {s.name for s in specs}:
-                specs.append(spec)
-    read_later: set[str] = set()
-    final: list[str] = []
-    for model in reversed(models):
-        final[:0] = [o.name for o in model.graph.output if o.name not in read_later]
-        read_later.update(s.name for s in input_specs(model))
-    return specs, final
-
-
-def _merge_specs(primary: Sequence[FeedSpec], extra: Sequence[FeedSpec]) -> list[FeedSpec]:
-    names = {s.name for s in primary}
-    return [*primary, *(s for s in extra if s.name not in names)]
-
-
-def _last_uses(models: Sequence[Model], final: Sequence[str]) -> dict[str, int]:
-    """Tensor name → index of the last fragment reading it (final outputs: past the end)."""
-    last: dict[str, int] = {}
-    for i, model in enumerate(models):
-        for spec in input_specs(model):
-            last[spec.name] = i
-    for name in final:
-        last[name] = len(models)
-    return last
-
-
-def _run_fragment(
-    i: int, model: Model, env: dict[str, np.ndarray], last_use: Mapping[str, int], provider: str, opt_level: str,
-    threads: int,
-) -> FragmentRun:
-    label = f"fragment {i} ({model.name})"
-    specs = input_specs(model)
-    missing = [s.name for s in specs if s.name not in env]
-    if missing:
-        raise UsageError(
-            f"{label} reads {', '.join(repr(n) for n in missing)}, which no graph input or earlier fragment provides",
-            hint="run the fragments in the order of their manifest; give every graph input",
-        )
-    feeds = {s.name: check_feed(s, env[s.name], label) for s in specs}
-    names = [o.name for o in model.graph.output]
-    start = time.perf_counter()
-    sess = session(model, provider=provider, opt_level=opt_level, threads=threads)
-    loaded = time.perf_counter()
-    values = _run_session(sess, names, feeds, label)
-    done = time.perf_counter()
-    del sess
-    produced = [np.asarray(v) for v in values]
-    for name, value in zip(names, produced):
-        if last_use.get(name, -1) > i:
-            env[name] = value
-    for name in [n for n in env if last_use.get(n, -1) <= i]:
-        del env[name]
-    sizes = [v.nbytes for v in produced]
-    return FragmentRun(
-        i, model.name, len(model.graph.node), loaded - start, done - loaded, sum(sizes), max(sizes, default=0),
-        sum(v.nbytes for v in env.values()),
-    )

@@ -23,7 +23,7 @@ from graphkit.cli import VERBS, main
 SHADOWED = ("compare", "diff", "extract", "run", "split", "validate")
 #: Modules none of the common paths (load, extract, save, inspect, check, toposort) need.
 NOT_NEEDED = ("graphkit.compare", "graphkit.diff", "graphkit.edit", "graphkit.recipe",
-              "graphkit.run", "graphkit.split", "graphkit.feeds", "graphkit.reference_ops",
+              "graphkit.run", "graphkit._chain", "graphkit.split", "graphkit.feeds", "graphkit.reference_ops",
               "onnxruntime", "onnx_graphsurgeon", "onnx.reference")
 WHOLE = str(fixture("whole_model.onnx"))
 C12 = "/convs1/convs1.2/Conv_output_0"

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import argparse
 
+from graphkit._chain import ChainResult, run_chain
 from graphkit.cli import _common, _render
 from graphkit.cli._feeds import add_feed_options, add_runtime_options, feed_args, ms
 from graphkit.cli._render import human_bytes
 from graphkit.cli.run import render_feeds, render_stats
 from graphkit.feeds import save_arrays
 from graphkit.io import check_output_path
-from graphkit.run import ChainResult, run_chain, tensor_stats
+from graphkit.run import tensor_stats
 from graphkit.split import load_split
 
 
