@@ -1,7 +1,8 @@
 """Developer entry point that needs nothing but Python 3.10+ and the package index.
 
     python3 dev.py tour   # set up .venv, then run graphkit on the bundled fixtures
-    python3 dev.py test   # set up .venv with the dev tools, then ruff, mypy and pytest
+    python3 dev.py test   # set up .venv with every extra and the dev tools, then ruff, mypy, lint-imports, pytest
+    python3 dev.py test -m "not slow"   # the quick loop: the same checks, pytest without the slow tests
 
 Each command creates (or reuses) the virtual environment ``.venv`` beside this file and installs
 graphkit into it, so it works on a fresh machine.
@@ -45,10 +46,11 @@ def main() -> int:
             setup("")
             sh(PY, ROOT / "examples" / "tour.py", *rest)
         elif verb == "test":
-            setup("dev")
+            setup("all,dev")
             lint = [p for p in ("graphkit", "tests", "fixtures", "bench", "examples", "dev.py") if (ROOT / p).exists()]
             sh(PY, "-m", "ruff", "check", *lint)
             sh(PY, "-m", "mypy")
+            sh(BIN / "lint-imports", "--no-logo", "--no-cache")  # the layering contract in pyproject.toml
             sh(PY, "-m", "pytest", *rest)
         else:
             print(__doc__)

@@ -23,6 +23,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from graphkit.errors import InvalidModelError, UsageError
+from graphkit.graph import toposort_proto
 from graphkit.model import Model
 
 __all__ = ["DEFAULT_OPSET", "GraphBuilder", "dtype_to_onnx", "make_value_info", "parse_model"]
@@ -230,8 +231,6 @@ class GraphBuilder:
             InvalidModelError: The checker rejects the model.
             CycleError: The nodes form a cycle.
         """
-        from graphkit.validate import toposort_proto
-
         graph = helper.make_graph(
             self.nodes,
             self.name,

@@ -21,7 +21,7 @@ from graphkit.errors import UsageError
 from graphkit.graph import GraphIndex
 from graphkit.io import tensor_value
 from graphkit.model import Model, is_external
-from graphkit.summary import TensorSig
+from graphkit.summary import TensorSig, dtype_name
 
 __all__ = ["Change", "ModelDiff", "diff"]
 
@@ -474,6 +474,4 @@ def _attr_text(attr: onnx.AttributeProto) -> str:
 
 
 def _tensor_text(tensor: onnx.TensorProto) -> str:
-    from graphkit.summary import dtype_name
-
     return f"{dtype_name(tensor.data_type)} {list(tensor.dims)}"

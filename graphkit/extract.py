@@ -36,10 +36,10 @@ from graphkit.errors import (
     did_you_mean,
     not_found,
 )
-from graphkit.graph import node_label, paused_gc, subgraph_outer_reads, subgraphs
+from graphkit.graph import node_label, paused_gc, subgraph_outer_reads, subgraphs, toposort_proto
 from graphkit.io import tensor_nbytes
 from graphkit.model import Model, iter_graphs
-from graphkit.validate import check_or_raise, require_sound, toposort_proto
+from graphkit.validate import check_or_raise, require_sound
 
 if TYPE_CHECKING:
     from graphkit.summary import TensorSig

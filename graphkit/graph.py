@@ -18,7 +18,7 @@ import onnx
 
 from graphkit.errors import CycleError
 
-__all__ = ["GraphIndex", "node_label", "paused_gc", "subgraphs", "subgraph_outer_reads"]
+__all__ = ["GraphIndex", "node_label", "paused_gc", "subgraph_outer_reads", "subgraphs", "toposort_proto"]
 
 _gc_lock = threading.Lock()
 _gc_pauses = 0
@@ -248,3 +248,32 @@ class GraphIndex:
         node = self.graph.node[i]
         outs = ", ".join(repr(o) for o in node.output if o)
         return f"{node_label(node, i)} [{outs}]"
+
+
+def toposort_proto(proto: onnx.ModelProto) -> None:
+    """Sort ``proto``'s graphs in place (see ``graphkit.toposort``)."""
+    _sort_graph(proto.graph)
+    for func in proto.functions:
+        holder = onnx.GraphProto()
+        holder.node.extend(func.node)
+        holder.input.extend(onnx.helper.make_value_info(n, onnx.TypeProto()) for n in func.input)
+        _sort_graph(holder)
+        del func.node[:]
+        func.node.extend(holder.node)
+
+
+def _sort_graph(graph: onnx.GraphProto) -> None:
+    for node in graph.node:
+        for sub in subgraphs(node):
+            _sort_graph(sub)
+    order = GraphIndex(graph).topological_order()
+    if order == list(range(len(order))):
+        return
+    nodes = [graph.node[i] for i in order]
+    copies = []
+    for node in nodes:
+        clone = onnx.NodeProto()
+        clone.CopyFrom(node)
+        copies.append(clone)
+    del graph.node[:]
+    graph.node.extend(copies)

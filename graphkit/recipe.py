@@ -29,6 +29,7 @@ import numpy as np
 
 from graphkit import edit
 from graphkit.errors import NoChangeError, UsageError, did_you_mean
+from graphkit.io import atomic_output, load
 from graphkit.model import Model
 
 __all__ = ["OPERATIONS", "Recipe", "Step", "StepResult", "apply_recipe", "load_recipe", "run_steps", "save_recipe"]
@@ -178,8 +179,6 @@ def _call_args(step: Step, base_dir: Path) -> dict[str, Any]:
     if step.op == "set_dims" and isinstance(args.get("dims"), Mapping):
         args["dims"] = {int(k): v for k, v in args["dims"].items()}
     if step.op == "merge":
-        from graphkit.io import load
-
         args["other"] = load(base_dir / str(args["other"]))
         if isinstance(args.get("prefixes"), list):
             args["prefixes"] = tuple(args["prefixes"])
@@ -248,8 +247,6 @@ def apply_recipe(model: Model, recipe: Recipe | str | os.PathLike[str] | Sequenc
 
 def save_recipe(steps: Sequence[Step], path: str | os.PathLike[str]) -> None:
     """Write steps as a recipe file (YAML for ``.yaml``/``.yml``, else JSON), atomically."""
-    from graphkit.io import atomic_output
-
     dest = Path(path)
     data = [s.to_dict() for s in steps]
     if dest.suffix.lower() in (".yaml", ".yml"):

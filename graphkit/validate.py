@@ -18,11 +18,11 @@ import onnx
 from google.protobuf.message import EncodeError
 
 from graphkit.errors import CycleError, InvalidModelError, did_you_mean
-from graphkit.graph import GraphIndex, node_label, subgraph_outer_reads, subgraphs
+from graphkit.graph import GraphIndex, node_label, subgraph_outer_reads, subgraphs, toposort_proto
 from graphkit.io import raw_nbytes
 from graphkit.model import Model, iter_graphs, outline
 
-__all__ = ["Issue", "Report", "check_or_raise", "require_sound", "toposort", "toposort_proto", "validate"]
+__all__ = ["Issue", "Report", "check_or_raise", "require_sound", "toposort", "validate"]
 
 _CWD_LOCK = threading.Lock()
 
@@ -334,8 +334,6 @@ def _check_domains(proto: onnx.ModelProto, issues: list[Issue]) -> None:
 
 
 def _graphs(proto: onnx.ModelProto) -> Iterator[tuple[onnx.GraphProto, str]]:
-    from graphkit.model import iter_graphs
-
     yield from iter_graphs(proto.graph)
 
 
@@ -591,32 +589,3 @@ def toposort(model: Model) -> Model:
     result = model.copy()
     toposort_proto(result.proto)
     return Model(result.proto, model.base_dir, None)
-
-
-def toposort_proto(proto: onnx.ModelProto) -> None:
-    """Sort ``proto``'s graphs in place (see ``toposort``)."""
-    _sort_graph(proto.graph)
-    for func in proto.functions:
-        holder = onnx.GraphProto()
-        holder.node.extend(func.node)
-        holder.input.extend(onnx.helper.make_value_info(n, onnx.TypeProto()) for n in func.input)
-        _sort_graph(holder)
-        del func.node[:]
-        func.node.extend(holder.node)
-
-
-def _sort_graph(graph: onnx.GraphProto) -> None:
-    for node in graph.node:
-        for sub in subgraphs(node):
-            _sort_graph(sub)
-    order = GraphIndex(graph).topological_order()
-    if order == list(range(len(order))):
-        return
-    nodes = [graph.node[i] for i in order]
-    copies = []
-    for node in nodes:
-        clone = onnx.NodeProto()
-        clone.CopyFrom(node)
-        copies.append(clone)
-    del graph.node[:]
-    graph.node.extend(copies)

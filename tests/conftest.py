@@ -11,6 +11,7 @@ import pytest
 import graphkit as gk
 
 ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "graphkit"
 FIXTURES = ROOT / "fixtures"
 
 
