@@ -11,7 +11,7 @@ import time
 def _feeds(model):  # type: ignore[no-untyped-def]
     from graphkit.run import make_feeds
 
-    return make_feeds(model, seed=0)
+    return make_feeds(model)
 
 
 def plain_run(model: str) -> dict[str, float]:

@@ -86,7 +86,7 @@ def _median(values: list[float]) -> float:
 
 def measure(model: gk.Model, parts: list[int], repeat: int, opt_level: str) -> dict[str, object]:
     """Whole-model times, then split + chain times and ratios for each N."""
-    feeds = gk.make_feeds(model, seed=0)
+    feeds = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=0))
     names = [o.name for o in model.graph.output]
     warm = session(model, opt_level=opt_level)  # first session in the process pays one-time setup
     warm.run(names, feeds)

@@ -17,9 +17,10 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from graphkit._chain import ChainResult, run_chain
+    from graphkit._chain import ChainResult, FragmentRun, OutputDiff, run_chain
+    from graphkit._options import Backend, Balance, FeedOptions, OptLevel, Provider, Tolerance
     from graphkit.build import GraphBuilder, parse_model
-    from graphkit.compare import Comparison, Divergence, MarkerResult, TensorDiff, Tolerance, compare, markers
+    from graphkit.compare import Comparison, Divergence, MarkerResult, TensorDiff, compare, markers
     from graphkit.diff import Change, ModelDiff, diff
     from graphkit.edit import (
         bypass_node,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         to_graphsurgeon,
     )
     from graphkit.errors import (
+        ArgumentTypeError,
         CorruptModelError,
         CycleError,
         EditError,
@@ -73,15 +75,18 @@ if TYPE_CHECKING:
     )
     from graphkit.io import load, save, tensor_value
     from graphkit.model import Model
-    from graphkit.recipe import apply_recipe, load_recipe
-    from graphkit.run import RunResult, make_feeds, run, run_detailed
-    from graphkit.split import Fragment, Split, load_split, split, write_split
-    from graphkit.summary import Summary, summarize
+    from graphkit.recipe import Recipe, Step, apply_recipe, load_recipe
+    from graphkit.run import FeedNote, RunResult, TensorStats, make_feeds, run, run_detailed
+    from graphkit.split import Fragment, Port, Split, load_split, split, write_split
+    from graphkit.summary import Summary, TensorSig, summarize
     from graphkit.validate import Issue, Report, toposort, validate
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArgumentTypeError",
+    "Backend",
+    "Balance",
     "ChainResult",
     "Change",
     "Comparison",
@@ -93,7 +98,10 @@ __all__ = [
     "ExternalDataError",
     "Extraction",
     "FeedError",
+    "FeedNote",
+    "FeedOptions",
     "Fragment",
+    "FragmentRun",
     "GraphBuilder",
     "GraphkitError",
     "InvalidModelError",
@@ -106,13 +114,21 @@ __all__ = [
     "NoChangeError",
     "NodeNotFoundError",
     "OpenCutError",
+    "OptLevel",
+    "OutputDiff",
+    "Port",
+    "Provider",
+    "Recipe",
     "Report",
     "RunResult",
     "RuntimeFailure",
     "Split",
+    "Step",
     "Summary",
     "TensorDiff",
     "TensorNotFoundError",
+    "TensorSig",
+    "TensorStats",
     "TensorType",
     "Tolerance",
     "UnsafePathError",
@@ -166,9 +182,10 @@ __all__ = [
 
 #: Public names by the submodule that defines them; each is imported on first access.
 _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
-    "_chain": ("ChainResult", "run_chain"),
+    "_chain": ("ChainResult", "FragmentRun", "OutputDiff", "run_chain"),
+    "_options": ("Backend", "Balance", "FeedOptions", "OptLevel", "Provider", "Tolerance"),
     "build": ("GraphBuilder", "parse_model"),
-    "compare": ("Comparison", "Divergence", "MarkerResult", "TensorDiff", "Tolerance", "compare", "markers"),
+    "compare": ("Comparison", "Divergence", "MarkerResult", "TensorDiff", "compare", "markers"),
     "diff": ("Change", "ModelDiff", "diff"),
     "edit": (
         "bypass_node", "cleanup", "constant_to_input", "fold_constants", "from_graphsurgeon",
@@ -177,7 +194,7 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
         "set_initializer", "set_op_type", "set_opset", "to_graphsurgeon",
     ),
     "errors": (
-        "CorruptModelError", "CycleError", "EditError", "ExternalDataError", "FeedError",
+        "ArgumentTypeError", "CorruptModelError", "CycleError", "EditError", "ExternalDataError", "FeedError",
         "GraphkitError", "InvalidModelError", "ModelNotFoundError", "NameNotFoundError",
         "NoChangeError", "NodeNotFoundError", "OpenCutError", "RuntimeFailure", "TensorNotFoundError",
         "UnsafePathError", "UsageError", "WriteError",
@@ -188,10 +205,10 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     ),
     "io": ("load", "save", "tensor_value"),
     "model": ("Model",),
-    "recipe": ("apply_recipe", "load_recipe"),
-    "run": ("RunResult", "make_feeds", "run", "run_detailed"),
-    "split": ("Fragment", "Split", "load_split", "split", "write_split"),
-    "summary": ("Summary", "summarize"),
+    "recipe": ("Recipe", "Step", "apply_recipe", "load_recipe"),
+    "run": ("FeedNote", "RunResult", "TensorStats", "make_feeds", "run", "run_detailed"),
+    "split": ("Fragment", "Port", "Split", "load_split", "split", "write_split"),
+    "summary": ("Summary", "TensorSig", "summarize"),
     "validate": ("Issue", "Report", "toposort", "validate"),
 }
 _EXPORTS: dict[str, str] = {

@@ -14,13 +14,16 @@ from typing import Any, Literal
 
 import numpy as np
 
-from graphkit.errors import UsageError
+from graphkit import _check_args as argcheck
+from graphkit._options import FeedOptions, OptLevel, Provider, Tolerance
+from graphkit.errors import ArgumentTypeError, UsageError
 from graphkit.model import Model
 from graphkit.run import (
     FeedNote,
     FeedSpec,
     _run_session,
     check_feed,
+    check_run_args,
     input_specs,
     plan_feeds,
     session,
@@ -73,7 +76,7 @@ class OutputDiff:
         max_abs: Largest absolute difference (None when shapes or dtypes differ, or it is missing).
         max_rel: Largest relative difference ``|a-b| / |b|`` over nonzero references.
         exact: Bit-for-bit equal (NaNs in the same places count as equal).
-        ok: Within the tolerance.
+        passed: Within the tolerance.
         note: Why it is not comparable, if so.
     """
 
@@ -81,17 +84,17 @@ class OutputDiff:
     max_abs: float | None
     max_rel: float | None
     exact: bool
-    ok: bool
+    passed: bool
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {"name": self.name, "max_abs": self.max_abs, "max_rel": self.max_rel, "exact": self.exact,
-                "ok": self.ok, "note": self.note}
+                "ok": self.passed, "note": self.note}
 
 
 def compare_outputs(
-    actual: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], *, rtol: float, atol: float
+    actual: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], tolerance: Tolerance
 ) -> list[OutputDiff]:
     """Compare ``actual`` with ``expected`` output by output (``expected`` decides the names)."""
     diffs = []
@@ -104,7 +107,7 @@ def compare_outputs(
             note = f"got {got.dtype} {list(got.shape)}, expected {want.dtype} {list(want.shape)}"
             diffs.append(OutputDiff(name, None, None, False, False, note))
             continue
-        diffs.append(_diff(name, got, want, rtol, atol))
+        diffs.append(_diff(name, got, want, tolerance.rtol, tolerance.atol))
     return diffs
 
 
@@ -139,8 +142,7 @@ class ChainResult:
         whole_load_seconds: Session creation time of the whole model (None without reference).
         whole_run_seconds: Inference time of the whole model (None without reference).
         diffs: Per-output comparison with the whole model (empty without reference).
-        rtol: Relative tolerance used.
-        atol: Absolute tolerance used.
+        tolerance: The tolerance of the comparison.
         provider: The provider used.
         opt_level: The graph optimization level used.
     """
@@ -152,8 +154,7 @@ class ChainResult:
     whole_load_seconds: float | None
     whole_run_seconds: float | None
     diffs: tuple[OutputDiff, ...]
-    rtol: float
-    atol: float
+    tolerance: Tolerance
     provider: str
     opt_level: str
 
@@ -163,9 +164,9 @@ class ChainResult:
         return self.reference is not None
 
     @property
-    def ok(self) -> bool:
+    def passed(self) -> bool:
         """True unless a compared output is outside the tolerance."""
-        return all(d.ok for d in self.diffs)
+        return all(d.passed for d in self.diffs)
 
     @property
     def exact(self) -> bool:
@@ -185,14 +186,14 @@ class ChainResult:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (statistics of the outputs, not their values)."""
         return {
-            "ok": self.ok,
+            "ok": self.passed,
             "compared": self.compared,
             "exact": self.exact,
             "reference": self.reference,
             "provider": self.provider,
             "opt_level": self.opt_level,
-            "rtol": self.rtol,
-            "atol": self.atol,
+            "rtol": self.tolerance.rtol,
+            "atol": self.tolerance.atol,
             "feeds": [n.to_dict() for n in self.feeds],
             "fragments": [f.to_dict() for f in self.fragments],
             "chain_seconds": self.chain_seconds,
@@ -209,14 +210,10 @@ def run_chain(
     feeds: Mapping[str, Any] | None = None,
     *,
     reference: Model | Literal["auto"] | None = "auto",
-    seed: int = 0,
-    shapes: Mapping[str, Sequence[int]] | None = None,
-    ranges: Mapping[str, tuple[float, float]] | None = None,
-    dims: Mapping[str, int] | None = None,
-    provider: str = "cpu",
-    opt_level: str = "all",
-    rtol: float = 1e-4,
-    atol: float = 1e-5,
+    feed_options: FeedOptions = FeedOptions(),
+    tolerance: Tolerance = Tolerance(),
+    provider: Provider = "cpu",
+    opt_level: OptLevel = "all",
     threads: int = 0,
 ) -> ChainResult:
     """Run fragments in order, each fed by the graph inputs and the earlier fragments' outputs.
@@ -230,14 +227,10 @@ def run_chain(
         feeds: Graph input values by name; the others are generated (seeded).
         reference: The whole model to compare with; "auto" uses the split's source model when it is
             at hand (and unchanged); None compares nothing.
-        seed: Seed for generated inputs.
-        shapes: Shapes for generated inputs with dynamic dims.
-        ranges: Value ranges for generated inputs.
-        dims: Values of named dynamic dims for generated inputs.
+        feed_options: How the inputs not in ``feeds`` are generated (seed, shapes, dims, ranges).
+        tolerance: The tolerance of the comparison with the whole model.
         provider: "cpu" (default) or an ONNX Runtime provider name.
         opt_level: ONNX Runtime graph optimization level, for the fragments and the reference.
-        rtol: Relative tolerance of the comparison.
-        atol: Absolute tolerance of the comparison.
         threads: Intra-op threads (0: ONNX Runtime's default).
 
     Raises:
@@ -245,10 +238,15 @@ def run_chain(
         UsageError: No fragments, or a fragment reads a tensor nothing before it produces.
         RuntimeFailure: ONNX Runtime refuses or fails on a fragment or the reference.
     """
+    check_run_args(feeds, feed_options, provider=provider, opt_level=opt_level, threads=threads)
+    argcheck.instance(tolerance, "tolerance", Tolerance, "a graphkit.Tolerance")
+    if not (reference is None or reference == "auto" or isinstance(reference, Model)):
+        raise ArgumentTypeError(f"reference= must be a Model, 'auto' or None, not {argcheck.describe(reference)}",
+                                hint="pass the whole model, 'auto' (the split's source) or None")
     models, specs, final_names, ref = _chain_parts(fragments, reference)
     if ref is not None:
         specs = _merge_specs(input_specs(ref), specs)
-    values, notes = plan_feeds(specs, feeds, seed=seed, shapes=shapes, ranges=ranges, dims=dims,
+    values, notes = plan_feeds(specs, feeds, feed_options=feed_options,
                                where="the chain's inputs")
     last_use = _last_uses(models, final_names)
     env: dict[str, np.ndarray] = {n: v for n, v in values.items() if n in last_use}
@@ -267,10 +265,10 @@ def run_chain(
         expected = dict(zip(names, (np.asarray(v) for v in _run_session(sess, names, ref_feeds, ref.name))))
         whole_load, whole_run = loaded - start, time.perf_counter() - loaded
         del sess
-        diffs = compare_outputs(outputs, expected, rtol=rtol, atol=atol)
+        diffs = compare_outputs(outputs, expected, tolerance)
     return ChainResult(
         outputs, tuple(notes), tuple(runs), ref.name if ref is not None else None, whole_load, whole_run,
-        tuple(diffs), rtol, atol, provider, opt_level,
+        tuple(diffs), tolerance, provider, opt_level,
     )
 
 
@@ -279,14 +277,17 @@ def _chain_parts(
 ) -> tuple[list[Model], list[FeedSpec], list[str], Model | None]:
     """Models in order, the chain's input specs, its final output names, and the reference to compare with."""
     if isinstance(fragments, (str, os.PathLike)):
-        fragments = load_split(fragments)
+        fragments = load_split(argcheck.path(fragments, "fragments"))
     if isinstance(fragments, Split):
         models = [f.model for f in fragments.fragments]
         specs = [FeedSpec(p.name, np.dtype(p.dtype), p.shape) for p in fragments.inputs]
         final = [p.name for p in fragments.outputs]
         auto = fragments.source_model() if reference == "auto" else None
     else:
-        models = list(fragments)
+        if not isinstance(fragments, (list, tuple)):
+            raise ArgumentTypeError(f"fragments= must be a Split, a split folder or a list of Models, not "
+                                    f"{argcheck.describe(fragments)}", hint="e.g. fragments=graphkit.split(model, parts=2)")
+        models = [argcheck.instance(m, f"fragments[{i}]", Model, argcheck.MODEL) for i, m in enumerate(fragments)]
         specs, final = _open_ends(models)
         auto = None
     if not models:

@@ -22,7 +22,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from graphkit.errors import InvalidModelError, UsageError
+from graphkit import _check_args as argcheck
+from graphkit.errors import ArgumentTypeError, InvalidModelError, UsageError
 from graphkit.graph import toposort_proto
 from graphkit.model import Model
 
@@ -55,7 +56,27 @@ def dtype_to_onnx(dtype: Any) -> int:
 
 def make_value_info(name: str, dtype: Any, shape: Sequence[Dim] | None) -> onnx.ValueInfoProto:
     """A typed ValueInfoProto; dims may be ints, names (dynamic) or None (unknown)."""
-    return helper.make_tensor_value_info(name, dtype_to_onnx(dtype), None if shape is None else list(shape))
+    argcheck.name(name, "name", what="tensor name")
+    return helper.make_tensor_value_info(name, dtype_to_onnx(dtype), _dims(shape))
+
+
+def _dims(shape: Any) -> list[Dim] | None:
+    """``shape`` as a list of dims (int >= 0, a dim name, or None), or None for an unknown rank."""
+    if shape is None:
+        return None
+    dims: list[Dim] = []
+    for dim in _shape_items(shape):
+        if dim is not None and not isinstance(dim, str):
+            dim = argcheck.integer(dim, "shape", minimum=0, maximum=argcheck.INT64_MAX)
+        dims.append(dim)
+    return dims
+
+
+def _shape_items(shape: Any) -> list[Any]:
+    if isinstance(shape, (str, bytes, Mapping)) or not isinstance(shape, Sequence):
+        raise ArgumentTypeError(f"shape= must be a list of dims (int, name or None), not {argcheck.describe(shape)}",
+                                         hint="e.g. shape=['batch', 3, 224, 224]")
+    return list(shape)
 
 
 def parse_model(text: str) -> Model:
@@ -64,6 +85,7 @@ def parse_model(text: str) -> Model:
     Raises:
         InvalidModelError: The text does not parse or the model fails the checker.
     """
+    argcheck.instance(text, "text", str, "ONNX textual syntax (str)")
     try:
         proto = onnx.parser.parse_model(text)
     except Exception as err:  # the parser raises its own exception types
@@ -92,6 +114,11 @@ class GraphBuilder:
         producer_name: str = "graphkit",
         doc_string: str = "",
     ) -> None:
+        argcheck.name(name, "name", what="graph name", empty=True)
+        argcheck.integer(opset, "opset", minimum=1, maximum=argcheck.INT64_MAX)
+        argcheck.integer(ir_version, "ir_version", minimum=1, maximum=argcheck.INT64_MAX)
+        argcheck.name(producer_name, "producer_name", what="producer name", empty=True)
+        argcheck.name(doc_string, "doc_string", what="doc string", empty=True)
         self.name = name
         self.opsets: dict[str, int] = {"": opset}
         self.ir_version = ir_version
@@ -122,11 +149,13 @@ class GraphBuilder:
     # -- declarations ---------------------------------------------------------------------------
     def input(self, name: str, dtype: Any = "float32", shape: Sequence[Dim] | None = None) -> str:
         """Declare a graph input; returns its name."""
+        argcheck.name(name, "name", what="input name")
         self.inputs.append(make_value_info(self._claim(name, "input"), dtype, shape))
         return name
 
     def output(self, name: str, dtype: Any = "float32", shape: Sequence[Dim] | None = None) -> str:
         """Declare a graph output (a tensor some node produces); returns its name."""
+        argcheck.name(name, "name", what="output name")
         self.outputs.append(make_value_info(name, dtype, shape))
         return name
 
@@ -137,14 +166,16 @@ class GraphBuilder:
 
     def initializer(self, value: Any, name: str | None = None, *, dtype: Any = None) -> str:
         """Add an initializer from a numpy array (or anything np.asarray takes); returns its name."""
-        array = np.asarray(value, dtype=None if dtype is None else np.dtype(dtype))
+        argcheck.optional(argcheck.name, name, "name", what="initializer name")
+        array = _array(value, dtype)
         tensor_name = self._claim(name, "initializer") if name else self._claim(self._fresh("init"), "initializer")
         self.initializers.append(numpy_helper.from_array(array, tensor_name))
         return tensor_name
 
     def constant(self, value: Any, name: str | None = None, *, dtype: Any = None) -> str:
         """Add a Constant node holding ``value``; returns its output's name."""
-        array = np.asarray(value, dtype=None if dtype is None else np.dtype(dtype))
+        argcheck.optional(argcheck.name, name, "name", what="tensor name")
+        array = _array(value, dtype)
         return self.node("Constant", [], outputs=[name] if name else None, value=numpy_helper.from_array(array))
 
     def node(
@@ -199,6 +230,19 @@ class GraphBuilder:
         **attributes: Any,
     ) -> list[str]:
         """Like ``node`` but returns every output's name."""
+        argcheck.name(op_type, "op_type", what="operator")
+        for i, item in enumerate(_input_names(inputs)):
+            argcheck.name(item, f"inputs[{i}]", what="tensor name", empty=True)
+        if isinstance(outputs, int) and not isinstance(outputs, bool):
+            argcheck.integer(outputs, "outputs", minimum=1, maximum=2**16)
+        elif outputs is not None:
+            for i, item in enumerate(_input_names(outputs, "outputs")):
+                argcheck.name(item, f"outputs[{i}]", what="tensor name", empty=True)
+        argcheck.optional(argcheck.name, name, "name", what="node name")
+        argcheck.name(domain, "domain", what="domain", empty=True)
+        argcheck.integer(domain_version, "domain_version", minimum=1, maximum=argcheck.INT64_MAX)
+        argcheck.optional(argcheck.name, doc_string, "doc_string", what="doc string", empty=True)
+        argcheck.optional(argcheck.mapping, attrs, "attrs", key=lambda k, kw: argcheck.name(k, kw, what="attribute name"))
         node_name = self._claim(name, "node") if name else self._claim(self._fresh(op_type), "node")
         if outputs is None or isinstance(outputs, int):
             count = 1 if outputs is None else outputs
@@ -209,9 +253,7 @@ class GraphBuilder:
         node = helper.make_node(op_type, list(inputs), out_names, name=node_name, domain=domain or None)
         for key, value in merged.items():
             if value is not None:
-                node.attribute.append(
-                    helper.make_attribute(key, numpy_helper.from_array(value) if isinstance(value, np.ndarray) else value)
-                )
+                node.attribute.append(_attribute(key, value))
         if doc_string:
             node.doc_string = doc_string
         if domain and domain not in self.opsets:
@@ -221,6 +263,8 @@ class GraphBuilder:
 
     def opset(self, domain: str, version: int) -> None:
         """Import (or change) an opset version for a domain ("" is ai.onnx)."""
+        argcheck.name(domain, "domain", what="domain", empty=True)
+        argcheck.integer(version, "version", minimum=1, maximum=argcheck.INT64_MAX)
         self.opsets[domain] = version
 
     # -- result -----------------------------------------------------------------------------
@@ -231,6 +275,11 @@ class GraphBuilder:
             InvalidModelError: The checker rejects the model.
             CycleError: The nodes form a cycle.
         """
+        argcheck.boolean(check, "check")
+        argcheck.optional(argcheck.mapping, metadata, "metadata",
+                          key=lambda k, kw: argcheck.name(k, kw, what="metadata key"),
+                          item=lambda v, kw: argcheck.name(v, kw, what="metadata value", empty=True))
+
         graph = helper.make_graph(
             self.nodes,
             self.name,
@@ -260,3 +309,30 @@ def _check(proto: onnx.ModelProto) -> None:
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as err:
         raise InvalidModelError(f"the built model is invalid: {err}", hint="fix the node named in the message") from err
+
+
+def _input_names(value: Any, keyword: str = "inputs") -> list[Any]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise ArgumentTypeError(f"{keyword}= must be a list of tensor names, not {argcheck.describe(value)}",
+                                         hint=f"e.g. {keyword}=['x']")
+    return list(value)
+
+
+def _array(value: Any, dtype: Any) -> np.ndarray:
+    try:
+        array = np.asarray(value, dtype=None if dtype is None else np.dtype(dtype))
+    except (TypeError, ValueError) as err:
+        raise UsageError(f"cannot make a tensor of {argcheck.describe(value)}: {err}",
+                         hint="give a numpy array, or numbers and a dtype such as 'float32'") from err
+    if array.dtype.kind in "OV":
+        raise UsageError(f"cannot make a tensor of {argcheck.describe(value)}: it holds Python objects",
+                         hint="give a numeric numpy array")
+    return array
+
+
+def _attribute(key: str, value: Any) -> onnx.AttributeProto:
+    try:
+        return helper.make_attribute(key, numpy_helper.from_array(value) if isinstance(value, np.ndarray) else value)
+    except (TypeError, ValueError) as err:
+        raise UsageError(f"attribute {key!r} cannot hold {argcheck.describe(value)}: {err}",
+                         hint="attributes take ints, floats, strings, numpy arrays, graphs or lists of one kind") from err

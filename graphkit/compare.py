@@ -36,7 +36,10 @@ from typing import Any
 import numpy as np
 import onnx
 
+from graphkit import _check_args as argcheck
+from graphkit._options import Backend, FeedOptions, Tolerance
 from graphkit.errors import (
+    ArgumentTypeError,
     FeedError,
     NameNotFoundError,
     RuntimeFailure,
@@ -66,14 +69,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Backends a model side can run on.
-BACKENDS = {
+#: Backends a model side can run on (see ``graphkit.Backend``).
+BACKENDS: dict[str, str] = {
     "ort": "ONNX Runtime (all optimizations)",
     "ort-noopt": "ONNX Runtime (no optimizations)",
     "reference": "onnx ReferenceEvaluator (spec fixes: graphkit.reference_ops)",
 }
-DEFAULT_ATOL = 1e-5
-DEFAULT_RTOL = 1e-3
 DEFAULT_FRAGMENT_BYTES = 64 * 2**20
 _CHUNK = 1 << 20  # elements per step when computing figures, to bound temporaries
 _MAX_FRAGMENT_NODES = 64  # the largest fragment a local check re-runs
@@ -82,18 +83,6 @@ Progress = Callable[[int, int], None]
 
 
 # ------------------------------------------------------------------------------------------ results
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """A tensor passes when ``|candidate - reference| <= atol + rtol * |reference|`` everywhere."""
-
-    atol: float = DEFAULT_ATOL
-    rtol: float = DEFAULT_RTOL
-
-    def to_dict(self) -> dict[str, float]:
-        """A JSON-ready dict."""
-        return {"atol": self.atol, "rtol": self.rtol}
 
 
 @dataclass(frozen=True)
@@ -466,6 +455,11 @@ def markers(
         UsageError: A marker lacks the name attribute, has not one input and one output, or two
             markers share a name.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.name(domain, "domain", what="domain", empty=True)
+    argcheck.name(op, "op", what="operator")
+    argcheck.name(attr, "attr", what="attribute name")
+    argcheck.boolean(expose, "expose")
     found = _find_markers(model, domain, op, attr)
     if not found:
         ops = sorted({f"{n.domain or 'ai.onnx'}::{n.op_type}" for n in model.graph.node if n.domain not in ("", "ai.onnx")})
@@ -821,13 +815,10 @@ class _NpzSource:
 class _FeedOptions:
     """How to generate the inputs that are not given."""
 
-    seed: int
-    shapes: Mapping[str, Sequence[int]] | None
-    ranges: Mapping[str, tuple[float, float]] | None
-    dims: Mapping[str, int] | None
+    options: FeedOptions
 
     def make(self, model: Model, feeds: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
-        return make_feeds(model, feeds, seed=self.seed, shapes=self.shapes, ranges=self.ranges, dims=self.dims)
+        return make_feeds(model, feeds, feed_options=self.options)
 
 
 @dataclass(frozen=True)
@@ -843,15 +834,11 @@ def compare(
     other: Model | None = None,
     *,
     reference: Mapping[str, np.ndarray] | str | os.PathLike[str] | None = None,
-    backend: str | None = None,
-    candidate_backend: str = "ort",
+    backend: Backend | None = None,
+    candidate_backend: Backend = "ort",
     feeds: Mapping[str, Any] | None = None,
-    seed: int = 0,
-    shapes: Mapping[str, Sequence[int]] | None = None,
-    ranges: Mapping[str, tuple[float, float]] | None = None,
-    dims: Mapping[str, int] | None = None,
-    atol: float = DEFAULT_ATOL,
-    rtol: float = DEFAULT_RTOL,
+    feed_options: FeedOptions = FeedOptions(),
+    tolerance: Tolerance = Tolerance(),
     tolerances: Mapping[str, Tolerance] | None = None,
     mapping: Mapping[str, str] | None = None,
     tensors: Sequence[str] | None = None,
@@ -876,13 +863,9 @@ def compare(
         backend: The reference side's backend: "ort", "ort-noopt" or "reference" (onnx's
             ReferenceEvaluator with the kernels of graphkit.reference_ops).
         candidate_backend: The candidate side's backend.
-        feeds: Input values by name; missing ones are generated from ``seed``.
-        seed: Seed of generated inputs.
-        shapes: Shapes of generated inputs with dynamic dims.
-        ranges: Value ranges (lo, hi) of generated inputs.
-        dims: Values of named dynamic dims of generated inputs.
-        atol: Global absolute tolerance.
-        rtol: Global relative tolerance.
+        feeds: Input values by name; missing ones are generated.
+        feed_options: How the inputs not in ``feeds`` are generated (seed, shapes, dims, ranges).
+        tolerance: The tolerance of every tensor without one of its own.
         tolerances: Per-tensor tolerances by tensor name, marker name or glob pattern.
         mapping: Names in the first model → names in the second, where they differ.
         tensors: Compare only these tensors (names, marker names or glob patterns); default every
@@ -899,6 +882,10 @@ def compare(
         FeedError: Feeds or reference values that do not fit the model.
         RuntimeFailure: A backend refuses a model or fails while running it.
     """
+    _check_compare_args(model, other, reference, feeds, feed_options, tolerance, tolerances, mapping, tensors,
+                        constants, marker_spec, fragment_bytes, local_checks, progress)
+    argcheck.optional(argcheck.choice, backend, "backend", choices=BACKENDS)
+    argcheck.choice(candidate_backend, "candidate_backend", BACKENDS)
     if reference is not None and other is not None:
         raise UsageError("compare takes a second model or reference values, not both",
                          hint="compare A.onnx B.onnx, or A.onnx --reference ref.npz")
@@ -911,8 +898,8 @@ def compare(
     for side in (model, other):
         if side is not None:
             require_sound(side)
-    tol = Tolerance(atol, rtol)
-    gen = _FeedOptions(seed, shapes, ranges, dims)
+    tol = tolerance
+    gen = _FeedOptions(feed_options)
     cand = _Graph.of(other if other is not None else model, marker_spec)
     if reference is not None:
         values = load_reference(reference) if isinstance(reference, (str, os.PathLike)) else reference
@@ -930,6 +917,42 @@ def compare(
         pairs = [p for p in pairs if p.candidate in worth]
     return _compare_models(ref, cand, pairs, unmatched, ref_backend, candidate_backend, feeds, gen, tol,
                            tolerances, tensors, fragment_bytes, local_checks, progress)
+
+
+def _check_compare_args(model: Any, other: Any, reference: Any, feeds: Any, feed_options: Any, tolerance: Any,
+                        tolerances: Any, mapping: Any, tensors: Any, constants: Any, marker_spec: Any,
+                        fragment_bytes: Any, local_checks: Any, progress: Any) -> None:
+    """compare's prologue: every argument of the right type (backends are checked where they are read)."""
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.optional(argcheck.instance, other, "other", cls=Model, expected=argcheck.MODEL)
+    if isinstance(reference, (str, os.PathLike)):
+        argcheck.path(reference, "reference")
+    elif reference is not None:
+        argcheck.mapping(reference, "reference", key=_tensor_key, expected="a mapping of names to arrays, or an .npz path")
+    argcheck.optional(argcheck.mapping, feeds, "feeds", key=_tensor_key)
+    argcheck.instance(feed_options, "feed_options", FeedOptions, "a graphkit.FeedOptions")
+    argcheck.instance(tolerance, "tolerance", Tolerance, "a graphkit.Tolerance")
+    argcheck.optional(argcheck.mapping, tolerances, "tolerances", key=_tensor_key, item=_tolerance_item)
+    argcheck.optional(argcheck.mapping, mapping, "mapping", key=_tensor_key, item=_tensor_key)
+    argcheck.optional(argcheck.names, tensors, "tensors", what="tensor name")
+    argcheck.boolean(constants, "constants")
+    if (isinstance(marker_spec, (str, bytes)) or not isinstance(marker_spec, Sequence) or len(marker_spec) != 3
+            or not all(isinstance(part, str) for part in marker_spec)):
+        raise ArgumentTypeError(f"marker_spec= must be (domain, op, attribute), three str, not "
+                                f"{argcheck.describe(marker_spec)}", hint="e.g. marker_spec=('my', 'Debug', 'name')")
+    argcheck.integer(fragment_bytes, "fragment_bytes", minimum=0)
+    argcheck.integer(local_checks, "local_checks", minimum=0)
+    if progress is not None and not callable(progress):
+        raise ArgumentTypeError(f"progress= must be a function (done, total), not {argcheck.describe(progress)}",
+                                hint="pass a callable or None")
+
+
+def _tensor_key(value: Any, keyword: str) -> str:
+    return argcheck.name(value, keyword, what="tensor name")
+
+
+def _tolerance_item(value: Any, keyword: str) -> Tolerance:
+    return argcheck.instance(value, keyword, Tolerance, "a graphkit.Tolerance")
 
 
 def _side_label(graph: _Graph, backend: str) -> str:
@@ -1072,7 +1095,7 @@ def _compare_npz(cand: _Graph, values: Mapping[str, np.ndarray], label: str, can
     missing = sorted(inputs - set(given))
     if missing:
         notes.append(f"{label} has no value for input(s) {', '.join(repr(m) for m in missing)}: using seeded "
-                     f"random values (seed {gen.seed}); the reference must have been computed on the same inputs")
+                     f"random values (seed {gen.options.seed}); the reference must have been computed on the same inputs")
     if unmatched:
         notes.append(f"{len(unmatched)} name(s) in {label} match no tensor or marker: "
                      + ", ".join(repr(u) for u in unmatched[:5]) + (" …" if len(unmatched) > 5 else ""))

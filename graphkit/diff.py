@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from graphkit.errors import UsageError
+from graphkit import _check_args as argcheck
+from graphkit._options import Tolerance
 from graphkit.graph import GraphIndex
 from graphkit.io import tensor_value
 from graphkit.model import Model, is_external
@@ -59,7 +60,7 @@ class ModelDiff:
         changes: Every difference, model-level first, then inputs/outputs, nodes, initializers.
         matched_by_name: Nodes paired by name.
         matched_by_structure: Nodes paired by structure (renamed or unnamed).
-        tolerance: (atol, rtol) used for weights.
+        tolerance: The tolerance used for weights.
     """
 
     a: str
@@ -67,7 +68,7 @@ class ModelDiff:
     changes: tuple[Change, ...]
     matched_by_name: int
     matched_by_structure: int
-    tolerance: tuple[float, float]
+    tolerance: Tolerance
 
     @property
     def identical(self) -> bool:
@@ -95,32 +96,34 @@ class ModelDiff:
             "counts": self.counts(),
             "matched_by_name": self.matched_by_name,
             "matched_by_structure": self.matched_by_structure,
-            "atol": self.tolerance[0],
-            "rtol": self.tolerance[1],
+            "atol": self.tolerance.atol,
+            "rtol": self.tolerance.rtol,
             "changes": [c.to_dict() for c in self.changes],
         }
 
 
-def diff(a: Model, b: Model, /, *, atol: float = 0.0, rtol: float = 0.0) -> ModelDiff:
+def diff(a: Model, b: Model, /, *, tolerance: Tolerance = Tolerance()) -> ModelDiff:
     """The structural differences from ``a`` to ``b``.
 
     Args:
         a: The first (old) model.
         b: The second (new) model.
-        atol: Absolute tolerance for weight values.
-        rtol: Relative tolerance for weight values.
+        tolerance: Weights differ where ``|b - a| > atol + rtol * |a|``; ``Tolerance(0, 0)`` compares
+            them exactly.
 
     Raises:
-        UsageError: A negative tolerance.
+        UsageError: An argument of the wrong type.
         ExternalDataError: An external weight cannot be read.
     """
-    if atol < 0 or rtol < 0:
-        raise UsageError(f"tolerances must be >= 0 (atol {atol}, rtol {rtol})", hint="e.g. --atol 1e-6")
+    argcheck.instance(a, "a", Model, argcheck.MODEL)
+    argcheck.instance(b, "b", Model, argcheck.MODEL)
+    argcheck.instance(tolerance, "tolerance", Tolerance, "a graphkit.Tolerance")
+    atol, rtol = tolerance.atol, tolerance.rtol
     out: list[Change] = []
     _model_level(a.proto, b.proto, out)
     differ = _GraphDiff(a, b, atol, rtol)
     differ.run(a.graph, b.graph, "main graph", out)
-    return ModelDiff(a.name, b.name, tuple(out), differ.by_name, differ.by_structure, (atol, rtol))
+    return ModelDiff(a.name, b.name, tuple(out), differ.by_name, differ.by_structure, tolerance)
 
 
 # ------------------------------------------------------------------------------------ model level

@@ -4,7 +4,9 @@ The only importer of onnx_graphsurgeon in graphkit (``to_graphsurgeon`` / ``from
 
 Every edit copies the model, checks everything it needs (unknown names get a did-you-mean hint), then
 changes the copy and validates the result with onnx.checker and graphkit's structural checks. The input
-Model is never changed. An edit that would change nothing raises ``NoChangeError``.
+Model is never changed. An edit that would change nothing returns the input Model itself (``result is
+model`` tells), logging why; the undecorated function (``edit_fn.__wrapped__``) raises ``NoChangeError``
+instead, which is how the CLI refuses no-op edits unless ``--allow-noop``.
 
 Names are the public currency: nodes are named by their name (or ``#<index>`` for a main-graph node
 without a unique name), tensors by their name. Renames and rewiring respect scopes: a tensor read
@@ -13,18 +15,21 @@ from an If/Loop/Scan body is renamed there too, unless the body defines the same
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ParamSpec, cast
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from graphkit import _check_args as argcheck
 from graphkit.errors import (
+    ArgumentTypeError,
     EditError,
     NameNotFoundError,
     NoChangeError,
@@ -220,6 +225,76 @@ def _dtype_name(elem: int) -> str:
     return onnx.helper.tensor_dtype_to_np_dtype(elem).name if elem else "unknown"
 
 
+# ------------------------------------------------------------------------------ no-op edits
+
+_P = ParamSpec("_P")
+
+
+def _noop_returns_input(edit: Callable[_P, Model]) -> Callable[_P, Model]:
+    """The public edit: where ``edit`` raises NoChangeError, return the input model itself (and log why).
+
+    The raising function stays reachable as ``__wrapped__`` for callers that refuse no-ops (the CLI).
+    """
+
+    @functools.wraps(edit)
+    def public(*args: _P.args, **kwargs: _P.kwargs) -> Model:
+        try:
+            return edit(*args, **kwargs)
+        except NoChangeError as err:
+            log.info("%s: returning the model unchanged (%s)", err.message, err.hint)
+            model = args[0] if args else kwargs.get("model", kwargs.get("a"))
+            assert isinstance(model, Model)  # every edit takes the model first
+            return model
+
+    return public
+
+
+# ------------------------------------------------------------------------------ argument checks
+
+
+def _tensor_key(value: Any, keyword: str) -> str:
+    return argcheck.name(value, keyword, what="tensor name")
+
+
+def _attribute_key(value: Any, keyword: str) -> str:
+    return argcheck.name(value, keyword, what="attribute name")
+
+
+def _check_dim(value: Any, keyword: str) -> Dim:
+    if value is None or isinstance(value, str):
+        return value
+    return argcheck.integer(value, keyword, minimum=0, maximum=argcheck.INT64_MAX)
+
+
+def _check_dims(dims: Any) -> dict[int, Dim] | list[Dim]:
+    """set_dims' ``dims``: ``{axis: dim}`` or a full shape, each dim an int, a name or None."""
+    if isinstance(dims, Mapping):
+        return argcheck.mapping(dims, "dims", key=lambda k, kw: argcheck.integer(k, "dims axis", minimum=-argcheck.INT64_MAX, maximum=argcheck.INT64_MAX), item=_check_dim)
+    if isinstance(dims, (str, bytes)) or not isinstance(dims, Sequence):
+        raise ArgumentTypeError(f"dims= must be {{axis: dim}} or a list of dims, not {argcheck.describe(dims)}",
+                                hint="e.g. dims={0: 'batch'} or dims=['batch', 3, 224, 224]")
+    return [_check_dim(d, f"dims[{i}]") for i, d in enumerate(dims)]
+
+
+def _check_node_inputs(inputs: Any) -> None:
+    """insert_node's ``inputs``: tensor names or arrays (new initializers)."""
+    if isinstance(inputs, (str, bytes, Mapping)) or not isinstance(inputs, Sequence):
+        raise ArgumentTypeError(f"inputs= must be a list of tensor names or arrays, not {argcheck.describe(inputs)}",
+                                hint="e.g. inputs=['scale'] or inputs=[numpy.array([2.0], 'float32')]")
+    for i, item in enumerate(inputs):
+        if not isinstance(item, (str, np.ndarray)):
+            raise ArgumentTypeError(f"inputs[{i}]= must be a tensor name or a numpy array, not "
+                                    f"{argcheck.describe(item)}", hint="wrap numbers in numpy.array(..., dtype)")
+
+
+def _check_prefixes(prefixes: Any) -> tuple[str, str]:
+    if isinstance(prefixes, (str, bytes, Mapping)) or not isinstance(prefixes, Sequence) or len(prefixes) != 2:
+        raise ArgumentTypeError(f"prefixes= must be a pair of str, not {argcheck.describe(prefixes)}",
+                                hint="e.g. prefixes=('a/', 'b/')")
+    first = argcheck.name(prefixes[0], "prefixes[0]", what="prefix", empty=True)
+    return first, argcheck.name(prefixes[1], "prefixes[1]", what="prefix", empty=True)
+
+
 # ------------------------------------------------------------------------------ finishing an edit
 
 
@@ -303,13 +378,14 @@ def _readers(graph: onnx.GraphProto, name: str) -> list[str]:
 # ------------------------------------------------------------------------------------- attributes
 
 
-def set_attribute(model: Model, /, node: str, name: str, value: Any, *, check: bool = True) -> Model:
+@_noop_returns_input
+def set_attribute(model: Model, /, node: str, attribute: str, value: Any, *, check: bool = True) -> Model:
     """Set (add or replace) one attribute of a node, with a typed value.
 
     Args:
         model: The model to edit (not modified).
         node: The node's name (or ``#<index>``).
-        name: The attribute's name.
+        attribute: The attribute's name.
         value: int, float, str, a list of those, or a numpy array (a tensor attribute). The value is
             converted to the type the op's schema (or the existing attribute) declares: ``3`` for a
             FLOAT attribute becomes 3.0; ``2.5`` for an INT attribute is refused.
@@ -320,6 +396,10 @@ def set_attribute(model: Model, /, node: str, name: str, value: Any, *, check: b
         NameNotFoundError: The op's schema has no attribute of that name.
         EditError: The value does not fit the attribute's type.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.name(node, "node", what="node name")
+    name = argcheck.name(attribute, "attribute", what="attribute name")
+    argcheck.boolean(check, "check")
     proto = model.copy().proto
     found = _find_node(model, proto, node)
     target = found.node
@@ -333,7 +413,8 @@ def set_attribute(model: Model, /, node: str, name: str, value: Any, *, check: b
     return _finish(model, proto, check=check, what=f"set_attribute {node}.{name}")
 
 
-def remove_attribute(model: Model, /, node: str, name: str, *, check: bool = True) -> Model:
+@_noop_returns_input
+def remove_attribute(model: Model, /, node: str, attribute: str, *, check: bool = True) -> Model:
     """Remove one attribute of a node.
 
     Raises:
@@ -341,6 +422,10 @@ def remove_attribute(model: Model, /, node: str, name: str, *, check: bool = Tru
         NameNotFoundError: The node has no attribute of that name.
         EditError: The op's schema requires the attribute.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.name(node, "node", what="node name")
+    name = argcheck.name(attribute, "attribute", what="attribute name")
+    argcheck.boolean(check, "check")
     proto = model.copy().proto
     target = _find_node(model, proto, node).node
     names = [a.name for a in target.attribute]
@@ -389,11 +474,11 @@ def _make_attribute(name: str, value: Any, expected: int | None, label: str) -> 
                             hint="use an int, float, string, a list of one of these, or a tensor") from err
     try:
         converted = _convert_attr(value, expected)
-    except (TypeError, ValueError) as err:
+        return helper.make_attribute(name, converted, attr_type=expected)
+    except (TypeError, ValueError) as err:  # (a value of the right kind may still not fit: an int beyond int64)
         want = _A.AttributeType.Name(expected)
         raise EditError(f"attribute {name!r} of {label} is {want}; {value!r} does not fit ({err})",
                         hint=_attr_hint(expected)) from err
-    return helper.make_attribute(name, converted, attr_type=expected)
 
 
 def _attr_hint(expected: int) -> str:
@@ -448,6 +533,7 @@ def _convert_attr(value: Any, expected: int) -> Any:
     raise ValueError("unsupported attribute type")
 
 
+@_noop_returns_input
 def set_op_type(model: Model, /, node: str, op_type: str, domain: str | None = None, *,
                 check: bool = True) -> Model:
     """Change a node's operator (and, optionally, its domain), keeping its inputs, outputs and attributes.
@@ -465,6 +551,11 @@ def set_op_type(model: Model, /, node: str, op_type: str, domain: str | None = N
         NameNotFoundError: The standard domain has no such operator (with did-you-mean).
         EditError: The node's attributes or input count do not fit the new operator.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.name(node, "node", what="node name")
+    argcheck.name(op_type, "op_type", what="operator")
+    argcheck.optional(argcheck.name, domain, "domain", what="domain", empty=True)
+    argcheck.boolean(check, "check")
     proto = model.copy().proto
     target = _find_node(model, proto, node).node
     new_domain = _norm_domain(target.domain if domain is None else domain)
@@ -512,6 +603,7 @@ def _check_op_fits(proto: onnx.ModelProto, node: onnx.NodeProto, op_type: str, d
 # ----------------------------------------------------------------------------------------- renames
 
 
+@_noop_returns_input
 def rename_tensor(model: Model, /, old: str, new: str, *, check: bool = True) -> Model:
     """Rename a tensor everywhere it appears: node inputs/outputs, graph inputs/outputs, initializers,
     value_info, and reads from If/Loop/Scan bodies (except bodies that define the same name themselves).
@@ -519,8 +611,11 @@ def rename_tensor(model: Model, /, old: str, new: str, *, check: bool = True) ->
     Raises:
         TensorNotFoundError: No graph defines ``old``.
         EditError: ``new`` is already used somewhere in the model.
-        NoChangeError: ``new`` equals ``old``.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.name(old, "old", what="tensor name")
+    argcheck.name(new, "new", what="tensor name", empty=True)
+    argcheck.boolean(check, "check")
     proto = model.copy().proto
     scope, _ = _find_scope(model, proto, old)
     if new == old:
@@ -538,6 +633,7 @@ def _check_new_tensor_name(proto: onnx.ModelProto, new: str) -> None:
                         hint="choose a name no tensor has (names must stay unique, subgraphs included)")
 
 
+@_noop_returns_input
 def rename_node(model: Model, /, old: str, new: str, *, check: bool = True) -> Model:
     """Rename a node (in any graph).
 
@@ -545,6 +641,10 @@ def rename_node(model: Model, /, old: str, new: str, *, check: bool = True) -> M
         NodeNotFoundError: No node is named ``old``.
         EditError: Another node is already named ``new``.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.name(old, "old", what="node name")
+    argcheck.name(new, "new", what="node name", empty=True)
+    argcheck.boolean(check, "check")
     proto = model.copy().proto
     target = _find_node(model, proto, old).node
     if new == target.name:
@@ -559,6 +659,7 @@ def rename_node(model: Model, /, old: str, new: str, *, check: bool = True) -> M
 # ------------------------------------------------------------------------------- graph structure
 
 
+@_noop_returns_input
 def bypass_node(model: Model, /, node: str, input_index: int = 0, *, check: bool = True) -> Model:
     """Remove a node and rewire the readers of its output to one of its inputs.
 
@@ -576,6 +677,10 @@ def bypass_node(model: Model, /, node: str, input_index: int = 0, *, check: bool
         EditError: No such input; several outputs are used; the input's dtype differs from the output's;
             or the output is a graph output and the input is a graph input or initializer.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.name(node, "node", what="node name")
+    argcheck.integer(input_index, "input_index", minimum=0, maximum=argcheck.INT64_MAX)
+    argcheck.boolean(check, "check")
     proto = model.copy().proto
     found = _find_node(model, proto, node)
     graph, target = found.graph, found.node
@@ -628,6 +733,7 @@ def _drop_value_info(graph: onnx.GraphProto, names: set[str]) -> None:
     graph.value_info.extend(kept)
 
 
+@_noop_returns_input
 def remove_node(model: Model, /, node: str, *, downstream: bool = False, check: bool = True) -> Model:
     """Remove a node, and every node and initializer that only fed it.
 
@@ -643,6 +749,10 @@ def remove_node(model: Model, /, node: str, *, downstream: bool = False, check: 
         EditError: Its outputs are still read (the message names the readers), or removing its readers
             would leave the graph without outputs.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.name(node, "node", what="node name")
+    argcheck.boolean(downstream, "downstream")
+    argcheck.boolean(check, "check")
     proto = model.copy().proto
     found = _find_node(model, proto, node)
     graph, label = found.graph, node_label(found.node)
@@ -716,6 +826,7 @@ def _reads(node: onnx.NodeProto) -> list[str]:
     return names
 
 
+@_noop_returns_input
 def insert_node(model: Model, /, after: str, op_type: str, *, inputs: Sequence[str | np.ndarray] = (),
                 attributes: Mapping[str, Any] | None = None, name: str | None = None, output: str | None = None,
                 domain: str = "", check: bool = True) -> Model:
@@ -739,6 +850,15 @@ def insert_node(model: Model, /, after: str, op_type: str, *, inputs: Sequence[s
         TensorNotFoundError: ``after`` or an input name does not exist.
         EditError: ``after`` is a graph input that is also a graph output; a given name is taken.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.name(after, "after", what="tensor name")
+    argcheck.name(op_type, "op_type", what="operator")
+    _check_node_inputs(inputs)
+    argcheck.optional(argcheck.mapping, attributes, "attributes", key=_attribute_key)
+    argcheck.optional(argcheck.name, name, "name", what="node name")
+    argcheck.optional(argcheck.name, output, "output", what="tensor name")
+    argcheck.name(domain, "domain", what="domain", empty=True)
+    argcheck.boolean(check, "check")
     proto = model.copy().proto
     graph, _ = _find_scope(model, proto, after)
     taken = _all_tensor_names(proto)
@@ -821,13 +941,14 @@ def _insert_position(graph: onnx.GraphProto, after: str) -> int:
 # ------------------------------------------------------------------------------- values and inputs
 
 
-def set_initializer(model: Model, /, name: str, value: Any, *, allow_reshape: bool = False,
+@_noop_returns_input
+def set_initializer(model: Model, /, tensor: str, value: Any, *, allow_reshape: bool = False,
                     check: bool = True) -> Model:
     """Replace the value of an initializer (or of a Constant node's output).
 
     Args:
         model: The model to edit (not modified).
-        name: The initializer's (or Constant output's) name.
+        tensor: The initializer's (or Constant output's) name.
         value: A numpy array, or a number/list (converted to the current dtype).
         allow_reshape: Accept a value whose shape differs from the current one.
 
@@ -838,6 +959,10 @@ def set_initializer(model: Model, /, name: str, value: Any, *, allow_reshape: bo
         TensorNotFoundError: No initializer or Constant output has that name.
         EditError: The dtype differs, or the shape differs without ``allow_reshape``.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    name = argcheck.name(tensor, "tensor", what="tensor name")
+    argcheck.boolean(allow_reshape, "allow_reshape")
+    argcheck.boolean(check, "check")
     proto = model.copy().proto
     graph, _ = _find_scope(model, proto, name)
     current = _constant_tensor(model, graph, name)
@@ -900,7 +1025,8 @@ def _shape_fits(actual: Sequence[int], declared: Sequence[Dim]) -> bool:
     return all(not isinstance(d, int) or d == a for a, d in zip(actual, declared))
 
 
-def initializer_to_input(model: Model, /, name: str, input_name: str | None = None, *, check: bool = True) -> Model:
+@_noop_returns_input
+def initializer_to_input(model: Model, /, tensor: str, input_name: str | None = None, *, check: bool = True) -> Model:
     """Turn an initializer into a graph input of the same dtype and shape (optionally renamed).
 
     Shapes computed from the value (a Resize's scales, a Reshape's target) are refreshed.
@@ -910,6 +1036,10 @@ def initializer_to_input(model: Model, /, name: str, input_name: str | None = No
             ``constant_to_input``).
         EditError: ``input_name`` is already used.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    name = argcheck.name(tensor, "tensor", what="tensor name")
+    argcheck.optional(argcheck.name, input_name, "input_name", what="input name", empty=True)
+    argcheck.boolean(check, "check")
     proto = model.copy().proto
     if name not in {t.name for t in proto.graph.initializer}:
         _hint_constant(model, proto, name, "initializer_to_input", "constant_to_input")
@@ -942,16 +1072,21 @@ def _hint_constant(model: Model, proto: onnx.ModelProto, name: str, verb: str, o
                         hint=f"use {other} (--input-from-initializer)")
 
 
-def constant_to_input(model: Model, /, name: str, input_name: str | None = None, *, check: bool = True) -> Model:
+@_noop_returns_input
+def constant_to_input(model: Model, /, tensor: str, input_name: str | None = None, *, check: bool = True) -> Model:
     """Turn a Constant node's output into a graph input of the same dtype and shape, removing the node.
 
-    ``name`` is the Constant's output tensor or the Constant node's name. Shapes that depended on the
+    ``tensor`` is the Constant's output tensor or the Constant node's name. Shapes that depended on the
     value are refreshed (e.g. a Resize's output size once its scales are an input).
 
     Raises:
         TensorNotFoundError: No main-graph Constant node has that output or name.
         EditError: ``input_name`` is already used.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    name = argcheck.name(tensor, "tensor", what="tensor or node name")
+    argcheck.optional(argcheck.name, input_name, "input_name", what="input name", empty=True)
+    argcheck.boolean(check, "check")
     proto = model.copy().proto
     graph = proto.graph
     constants = {n.output[0]: i for i, n in enumerate(graph.node) if n.op_type == "Constant" and n.output}
@@ -993,13 +1128,17 @@ def _constant_signature(node: onnx.NodeProto) -> tuple[int, list[int]]:
     return kinds[attr.name]
 
 
-def input_to_initializer(model: Model, /, name: str, value: Any, *, check: bool = True) -> Model:
+@_noop_returns_input
+def input_to_initializer(model: Model, /, tensor: str, value: Any, *, check: bool = True) -> Model:
     """Freeze a graph input: it becomes an initializer holding ``value``.
 
     Raises:
         TensorNotFoundError: No graph input has that name.
         EditError: The value's dtype or shape does not fit the input's declaration.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    name = argcheck.name(tensor, "tensor", what="input name")
+    argcheck.boolean(check, "check")
     proto = model.copy().proto
     info = _main_input(model, proto, name)
     elem = info.type.tensor_type.elem_type
@@ -1025,6 +1164,7 @@ def _declared_shape(info: onnx.ValueInfoProto) -> list[Dim] | None:
 # ------------------------------------------------------------------------------------------ shapes
 
 
+@_noop_returns_input
 def set_dims(model: Model, /, tensor: str, dims: Mapping[int, Dim] | Sequence[Dim], *, check: bool = True) -> Model:
     """Make dims of a graph input or output dynamic (a name, or None) or fixed (an int).
 
@@ -1042,6 +1182,10 @@ def set_dims(model: Model, /, tensor: str, dims: Mapping[int, Dim] | Sequence[Di
         TensorNotFoundError: No graph input or output has that name.
         EditError: An axis is out of range, a dim is negative, or a sequence has the wrong rank.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.name(tensor, "tensor", what="tensor name")
+    dims = _check_dims(dims)
+    argcheck.boolean(check, "check")
     proto = model.copy().proto
     info = _io_value(model, proto, tensor)
     old = _declared_shape(info)
@@ -1204,6 +1348,7 @@ def _small_constant(model: Model, graph: onnx.GraphProto, name: str) -> np.ndarr
 # ------------------------------------------------------------------------------------ ops and opsets
 
 
+@_noop_returns_input
 def replace_op(model: Model, /, old_op: str, new_op_type: str = "Identity", *, new_domain: str = "",
                keep_attributes: bool = False, check: bool = True) -> Model:
     """Replace every node of one operator (in every graph and local function) by another operator.
@@ -1223,6 +1368,12 @@ def replace_op(model: Model, /, old_op: str, new_op_type: str = "Identity", *, n
         NodeNotFoundError: No node has that operator (with did-you-mean over the model's operators).
         EditError: A node's inputs, outputs or attributes do not fit the new operator.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.name(old_op, "old_op", what="operator")
+    argcheck.name(new_op_type, "new_op_type", what="operator")
+    argcheck.name(new_domain, "new_domain", what="domain", empty=True)
+    argcheck.boolean(keep_attributes, "keep_attributes")
+    argcheck.boolean(check, "check")
     proto = model.copy().proto
     domain, op_type = _split_op(old_op)
     new_dom = _norm_domain(new_domain)
@@ -1260,6 +1411,7 @@ def _drop_opsets(proto: onnx.ModelProto, domains: set[str]) -> None:
     proto.opset_import.extend(kept)
 
 
+@_noop_returns_input
 def set_opset(model: Model, /, domain: str, version: int | None, *, check: bool = True) -> Model:
     """Set, add or (with ``version=None``) remove the model's opset import for a domain.
 
@@ -1268,8 +1420,11 @@ def set_opset(model: Model, /, domain: str, version: int | None, *, check: bool 
 
     Raises:
         EditError: Removing a domain some node still uses; a version below 1.
-        NoChangeError: The import already is that way.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.name(domain, "domain", what="domain", empty=True)
+    argcheck.optional(argcheck.integer, version, "version", minimum=1, maximum=argcheck.INT64_MAX)
+    argcheck.boolean(check, "check")
     proto = model.copy().proto
     dom = _norm_domain(domain)
     if version is None:
@@ -1297,13 +1452,16 @@ def set_opset(model: Model, /, domain: str, version: int | None, *, check: bool 
 # ------------------------------------------------------------------------------------------ cleanup
 
 
+@_noop_returns_input
 def cleanup(model: Model, /, *, inputs: bool = True, check: bool = True) -> Model:
     """Remove what nothing uses: dead nodes, unused initializers, inputs (if ``inputs``) and value_info,
     in subgraphs too; then unused local functions and opset imports (ai.onnx's is always kept).
 
     Raises:
-        NoChangeError: There was nothing to remove.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.boolean(inputs, "inputs")
+    argcheck.boolean(check, "check")
     proto = model.copy().proto
     _clean_graph(proto.graph, top=True, inputs=inputs)
     _clean_functions(proto)
@@ -1361,6 +1519,7 @@ def _clean_functions(proto: onnx.ModelProto) -> None:
 # ------------------------------------------------------------------------------------ fold constants
 
 
+@_noop_returns_input
 def fold_constants(model: Model, /, *, max_bytes: int = 2**20, check: bool = True) -> Model:
     """Evaluate the main-graph nodes that depend only on constants and replace them by initializers.
 
@@ -1370,9 +1529,11 @@ def fold_constants(model: Model, /, *, max_bytes: int = 2**20, check: bool = Tru
     unfolded nodes are left alone.
 
     Raises:
-        NoChangeError: Nothing depends only on constants.
         RuntimeFailure: ONNX Runtime fails on the constant part.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.integer(max_bytes, "max_bytes", minimum=0, maximum=argcheck.INT64_MAX)
+    argcheck.boolean(check, "check")
     from graphkit.run import run
 
     proto = model.copy().proto
@@ -1471,6 +1632,13 @@ def merge(a: Model, b: Model, /, connect: Mapping[str, str], *, prefixes: tuple[
         TensorNotFoundError: A connected name is not an output of ``a`` / an input of ``b``.
         EditError: Connected tensors differ in dtype or fixed dims; names clash; ai.onnx opsets differ.
     """
+    argcheck.instance(a, "a", Model, argcheck.MODEL)
+    argcheck.instance(b, "b", Model, argcheck.MODEL)
+    argcheck.mapping(connect, "connect", key=_tensor_key, item=_tensor_key)
+    if prefixes is not None:
+        prefixes = _check_prefixes(prefixes)
+    argcheck.optional(argcheck.names, outputs, "outputs", what="tensor name")
+    argcheck.boolean(check, "check")
     _check_connect(a, b, connect)
     pa, pb = (prefixes or ("", ""))
     left, right = _prefixed(a.proto, pa), _prefixed(b.proto, pb)
@@ -1650,6 +1818,7 @@ def to_graphsurgeon(model: Model) -> Any:
     External weights are not read: their constants load lazily from the model's folder when their
     ``values`` are used, and are written back as the same external references by ``from_graphsurgeon``.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
     import onnx_graphsurgeon as gs
 
     graph = gs.import_onnx(model.copy().proto)
@@ -1687,8 +1856,11 @@ def from_graphsurgeon(graph: Any, *, like: Model | None = None, check: bool = Tr
         InvalidModelError: The exported model fails validation.
         EditError: graphsurgeon cannot export the graph.
     """
+    argcheck.optional(argcheck.instance, like, "like", cls=Model, expected=argcheck.MODEL)
+    argcheck.boolean(check, "check")
     import onnx_graphsurgeon as gs
 
+    argcheck.instance(graph, "graph", gs.Graph, "an onnx_graphsurgeon.Graph (from graphkit.to_graphsurgeon)")
     try:
         proto = gs.export_onnx(graph)
     except Exception as err:  # graphsurgeon raises plain exceptions

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 __all__ = [
+    "ArgumentTypeError",
     "CorruptModelError",
     "CycleError",
     "EditError",
@@ -52,6 +53,10 @@ class GraphkitError(Exception):
 
 class UsageError(GraphkitError, ValueError):
     """Arguments that do not fit together (bad flag values, contradictory options)."""
+
+
+class ArgumentTypeError(UsageError, TypeError):
+    """A Python argument of the wrong type (``except TypeError`` and ``except ValueError`` both catch it)."""
 
 
 class ModelNotFoundError(GraphkitError, FileNotFoundError):

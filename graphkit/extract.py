@@ -25,9 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import onnx
 
+from graphkit import _check_args as argcheck
 from graphkit import propagate
+from graphkit._options import FeedOptions
 from graphkit.build import dtype_to_onnx
 from graphkit.errors import (
+    ArgumentTypeError,
     GraphkitError,
     NameNotFoundError,
     OpenCutError,
@@ -74,6 +77,17 @@ class TensorType:
 
     dtype: str
     shape: tuple[Dim, ...] | None = None
+
+    def __post_init__(self) -> None:
+        argcheck.name(self.dtype, "dtype", what="dtype name")
+        if self.shape is not None:
+            items = self.shape
+            if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+                raise ArgumentTypeError(f"shape= must be a list of dims (int, name or None), not "
+                                        f"{argcheck.describe(items)}", hint="e.g. shape=('batch', 3, 224, 224)")
+            dims = tuple(d if d is None or isinstance(d, str) else argcheck.integer(d, "shape", minimum=0, maximum=argcheck.INT64_MAX)
+                         for d in items)
+            object.__setattr__(self, "shape", dims)
 
     def type_proto(self) -> onnx.TypeProto:
         """The ONNX TypeProto of this type."""
@@ -767,8 +781,8 @@ def _observed_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypePr
     exposed = model.derive(proto)
     dynamic = _dynamic_input_shapes(model)
     try:
-        first = rt.run(exposed, outputs=list(names), seed=0)
-        second = rt.run(exposed, outputs=list(names), seed=0, shapes=dynamic) if dynamic else first
+        first = rt.run(exposed, outputs=list(names), feed_options=FeedOptions(seed=0))
+        second = rt.run(exposed, outputs=list(names), feed_options=FeedOptions(seed=0, shapes=dynamic)) if dynamic else first
     except GraphkitError as err:
         log.info("ONNX Runtime cannot run %s to observe types: %s", model.name, err)
         return {}
@@ -1119,6 +1133,33 @@ def _value_info(name: str, tp: onnx.TypeProto, template: onnx.ValueInfoProto | N
 # ---------------------------------------------------------------------------------------- extract
 
 
+def _check_cut_args(model: Model, check: bool, types: Mapping[str, Any] | None, observe: bool,
+                    **names: Sequence[str] | None) -> None:
+    """The prologue of extract's and expose's public functions: every argument of the right type.
+
+    ``names`` are the name lists by keyword; extract's may be None (its defaults), expose's may not.
+    """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    for keyword, value in names.items():
+        if keyword in ("inputs", "outputs"):
+            argcheck.optional(argcheck.names, value, keyword, what="tensor name")
+        else:
+            argcheck.names(value, keyword, what="tensor name" if keyword == "tensors" else "op type")
+    argcheck.boolean(check, "check")
+    argcheck.boolean(observe, "observe")
+    argcheck.optional(argcheck.mapping, types, "types", key=lambda k, kw: argcheck.name(k, kw, what="tensor name"),
+                      item=_type_value)
+
+
+def _type_value(value: Any, keyword: str) -> Any:
+    if isinstance(value, (TensorType, str)):
+        return value
+    if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)) and len(value) == 2:
+        return TensorType(value[0], value[1])
+    raise ArgumentTypeError(f"{keyword}= must be a TensorType, a dtype name or a (dtype, shape) pair, not "
+                            f"{argcheck.describe(value)}", hint="e.g. types={'x': ('float32', [1, 3, 224, 224])}")
+
+
 def extract(
     model: Model,
     /,
@@ -1133,6 +1174,7 @@ def extract(
 
     See ``extract_with_report`` for the arguments; this returns only the model.
     """
+    _check_cut_args(model, check, types, observe, inputs=inputs, outputs=outputs)
     return _extract(model, inputs, outputs, check=check, types=types, observe=observe).model
 
 
@@ -1180,6 +1222,7 @@ def extract_with_report(
     """
     from graphkit.summary import TensorSig  # (only the report needs it)
 
+    _check_cut_args(model, check, types, observe, inputs=inputs, outputs=outputs)
     done = _extract(model, inputs, outputs, check=check, types=types, observe=observe)
     g, cut, proto = done.graph, done.cut, done.model.proto
     kept = [g.initializers[n] for n in cut.initializers if n in g.initializers]
@@ -1430,6 +1473,8 @@ def expose_with_report(
     """
     from graphkit.summary import TensorSig
 
+    _check_cut_args(model, check, types, observe, tensors=tensors, op_types=op_types)
+    argcheck.boolean(all_tensors, "all_tensors")
     with paused_gc():
         if not check:
             require_sound(model)

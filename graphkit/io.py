@@ -25,6 +25,7 @@ import onnx
 from google.protobuf.message import DecodeError, EncodeError
 from onnx import numpy_helper
 
+from graphkit import _check_args as argcheck
 from graphkit.errors import (
     CorruptModelError,
     ExternalDataError,
@@ -107,6 +108,8 @@ def load(path: str | os.PathLike[str], *, lazy: bool | None = None) -> Model:
         UnsafePathError: An external-data location escapes the model's folder.
         ExternalDataError: An external-data file is missing or shorter than its tensors need.
     """
+    argcheck.path(path, "path")
+    argcheck.optional(argcheck.boolean, lazy, "lazy")
     file = Path(path)
     if not file.exists():
         raise ModelNotFoundError(f"no such file: {file}", hint="check the path; model files usually end in .onnx")
@@ -613,6 +616,8 @@ def tensor_value(model: Model, tensor: onnx.TensorProto) -> np.ndarray:
         InvalidModelError: The tensor's stored data contradicts its dtype or shape.
         ExternalDataError: Its external data is missing, outside the folder or too short.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.instance(tensor, "tensor", onnx.TensorProto, "an onnx.TensorProto")
     if not is_external(tensor):
         return _to_array(tensor, model)
     inline = onnx.TensorProto()
@@ -678,6 +683,11 @@ def save(
         UnsafePathError: ``location`` leaves the destination's folder.
         ExternalDataError: A source weight is missing or truncated.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.path(path, "path")
+    argcheck.optional(argcheck.boolean, external, "external")
+    argcheck.optional(argcheck.path, location, "location")
+    argcheck.integer(size_threshold, "size_threshold", minimum=0)
     dest = Path(path)
     folder = dest.parent if str(dest.parent) else Path(".")
     if not folder.is_dir():

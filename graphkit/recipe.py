@@ -4,7 +4,7 @@
       node: Add                # its keyword arguments
       op_type: Sub
     - op: set_initializer
-      name: conv1.bias
+      tensor: conv1.bias
       value: {npy: bias.npy}   # tensors: {npy: FILE} (relative to the recipe) or {value: [...], dtype: float32}
     - op: set_dims
       tensor: input
@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from graphkit import _check_args as argcheck
 from graphkit import edit
 from graphkit.errors import NoChangeError, UsageError, did_you_mean
 from graphkit.io import atomic_output, load
@@ -42,6 +43,16 @@ OPERATIONS: dict[str, Callable[..., Model]] = {
         "remove_node", "insert_node", "set_initializer", "initializer_to_input", "constant_to_input",
         "input_to_initializer", "set_dims", "replace_op", "set_opset", "cleanup", "fold_constants", "merge",
     )
+}
+#: Argument names of earlier releases → today's keyword, per operation: recipe files written with
+#: the old names keep working (the step is read with today's names).
+RENAMED_ARGS: dict[str, dict[str, str]] = {
+    "set_attribute": {"name": "attribute"},
+    "remove_attribute": {"name": "attribute"},
+    "set_initializer": {"name": "tensor"},
+    "initializer_to_input": {"name": "tensor"},
+    "constant_to_input": {"name": "tensor"},
+    "input_to_initializer": {"name": "tensor"},
 }
 #: Arguments whose values may be tensors ({npy: …} or {value: …, dtype: …}).
 _TENSOR_ARGS = {"value", "inputs", "attributes"}
@@ -90,11 +101,15 @@ def load_recipe(path: str | os.PathLike[str]) -> Recipe:
     Raises:
         UsageError: The file is missing or unreadable, or a step is malformed or unknown.
     """
+    argcheck.path(path, "path")
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as err:
         raise UsageError(f"cannot read recipe {file}: {err.strerror}", hint="check the path") from err
+    except UnicodeDecodeError as err:
+        raise UsageError(f"recipe {file} is not UTF-8 text: {err.reason} at byte {err.start}",
+                         hint="give a JSON or YAML recipe file") from err
     try:
         if file.suffix.lower() in (".yaml", ".yml"):
             import yaml
@@ -122,7 +137,8 @@ def parse_steps(data: Any, *, source: str = "the recipe") -> list[Step]:
     for i, entry in enumerate(data, 1):
         if not isinstance(entry, Mapping) or not isinstance(entry.get("op"), str):
             raise UsageError(f"step {i} of {source} has no 'op'", hint='each step looks like {"op": "cleanup", ...}')
-        step = Step(entry["op"], {k: v for k, v in entry.items() if k != "op"})
+        renamed = RENAMED_ARGS.get(entry["op"], {})
+        step = Step(entry["op"], {renamed.get(str(k), str(k)): v for k, v in entry.items() if k != "op"})
         _check_step(step, i, source)
         steps.append(step)
     return steps
@@ -225,23 +241,31 @@ def _apply(model: Model, op: str, args: dict[str, Any], *, check: bool) -> Model
     if op == "merge":
         other = args.pop("other")
         return edit.merge(model, other, check=check, **args)
-    return OPERATIONS[op](model, check=check, **args)
+    public = OPERATIONS[op]
+    raising = getattr(public, "__wrapped__", public)  # (raises NoChangeError saying why a step changed nothing)
+    return raising(model, check=check, **args)
 
 
 def apply_recipe(model: Model, recipe: Recipe | str | os.PathLike[str] | Sequence[Mapping[str, Any]], *,
-                 allow_noop: bool = False, check: bool = True) -> Model:
+                 check: bool = True) -> Model:
     """Apply a recipe (a file path, a Recipe, or a list of step dicts) to a model; return the result.
+
+    A step that changes nothing is skipped, as the edit function would return its input; when no
+    step changes anything, the result is ``model`` itself.
 
     Raises:
         UsageError: The recipe is unreadable or a step is malformed (nothing is applied).
-        NoChangeError: A step changed nothing (unless ``allow_noop``).
         GraphkitError: What a step's edit raises, prefixed with the step's position.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.boolean(check, "check")
     if isinstance(recipe, (str, os.PathLike)):
+        argcheck.path(recipe, "recipe")
         recipe = load_recipe(recipe)
     elif not isinstance(recipe, Recipe):
+        argcheck.instance(recipe, "recipe", (list, tuple), "a recipe file, a Recipe or a list of steps")
         recipe = Recipe(tuple(parse_steps(list(recipe))))
-    result, _ = run_steps(model, recipe.steps, base_dir=recipe.base_dir, allow_noop=allow_noop, check=check)
+    result, _ = run_steps(model, recipe.steps, base_dir=recipe.base_dir, allow_noop=True, check=check)
     return result
 
 

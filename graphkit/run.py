@@ -11,6 +11,7 @@ change when another input is given from a file or when the inputs are listed in 
 from __future__ import annotations
 
 import logging
+import os
 import time
 import zlib
 from collections.abc import Mapping, Sequence
@@ -21,7 +22,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
-from graphkit.errors import FeedError, RuntimeFailure, TensorNotFoundError, UsageError, not_found
+from graphkit import _check_args as argcheck
+from graphkit._options import FeedOptions, OptLevel, Provider
+from graphkit.errors import (
+    FeedError,
+    RuntimeFailure,
+    TensorNotFoundError,
+    UsageError,
+    not_found,
+)
 from graphkit.graph import GraphIndex
 from graphkit.io import external_ref
 from graphkit.model import Model, is_external, iter_tensors
@@ -48,6 +57,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: The most intra-op threads a caller may ask for: more only costs memory (and ONNX Runtime can fail).
+MAX_THREADS = 4 * (os.cpu_count() or 1)
 
 #: Optimization level → the name of its ``onnxruntime.GraphOptimizationLevel`` member.
 OPT_LEVELS = {
@@ -209,42 +221,41 @@ def make_feeds(
     model: Model,
     feeds: Mapping[str, Any] | None = None,
     *,
-    seed: int = 0,
-    shapes: Mapping[str, Sequence[int]] | None = None,
-    ranges: Mapping[str, tuple[float, float]] | None = None,
-    default_dim: int = 1,
-    dims: Mapping[str, int] | None = None,
+    feed_options: FeedOptions = FeedOptions(),
 ) -> dict[str, np.ndarray]:
     """Complete ``feeds`` with seeded random values for every input not given, and check them all.
 
     Args:
         model: The model whose inputs to feed.
         feeds: Given values by input name.
-        seed: Seed of the generated values (the same seed gives the same values).
-        shapes: Shapes for generated inputs (needed for dynamic dims; default ``default_dim``).
-        ranges: Value ranges (lo, hi) for generated inputs.
-        default_dim: The value of a dynamic dim that nothing else fixes.
-        dims: Values of named dynamic dims (``{"batch": 4}``), for every input that has them.
+        feed_options: How the inputs not given are generated (seed, shapes, dims, ranges).
 
     Raises:
         FeedError: A feed names no input, or its dtype, rank or a fixed dim is wrong.
+        UsageError: An argument of the wrong type.
     """
-    values, _ = plan_feeds(
-        input_specs(model), feeds, seed=seed, shapes=shapes, ranges=ranges, default_dim=default_dim, dims=dims,
-        where=model.name,
-    )
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    check_run_args(feeds, feed_options)
+    values, _ = plan_feeds(input_specs(model), feeds, feed_options=feed_options, where=model.name)
     return values
+
+
+def check_run_args(feeds: Any, feed_options: Any, *, outputs: Any = None, provider: Any = "cpu",
+                   opt_level: Any = "all", threads: Any = 0) -> None:
+    """The prologue of every public function that runs a model: each argument of the right type."""
+    argcheck.optional(argcheck.mapping, feeds, "feeds", key=lambda k, kw: argcheck.name(k, kw, what="input name"))
+    argcheck.instance(feed_options, "feed_options", FeedOptions, "a graphkit.FeedOptions")
+    argcheck.optional(argcheck.names, outputs, "outputs", what="tensor name")
+    argcheck.name(provider, "provider", what="provider")
+    argcheck.choice(opt_level, "opt_level", OPT_LEVELS)
+    argcheck.integer(threads, "threads", minimum=0, maximum=MAX_THREADS)
 
 
 def plan_feeds(
     specs: Sequence[FeedSpec],
     feeds: Mapping[str, Any] | None = None,
     *,
-    seed: int = 0,
-    shapes: Mapping[str, Sequence[int]] | None = None,
-    ranges: Mapping[str, tuple[float, float]] | None = None,
-    default_dim: int = 1,
-    dims: Mapping[str, int] | None = None,
+    feed_options: FeedOptions = FeedOptions(),
     where: str = "the model",
 ) -> tuple[dict[str, np.ndarray], list[FeedNote]]:
     """Check the given feeds and generate the others, saying what was chosen for each input.
@@ -260,8 +271,8 @@ def plan_feeds(
     """
     by_name = {s.name: s for s in specs}
     given = dict(feeds or {})
-    shapes = dict(shapes or {})
-    ranges = dict(ranges or {})
+    seed, shapes, ranges = feed_options.seed, feed_options.shapes, feed_options.ranges
+    dims, default_dim = feed_options.dims, feed_options.default_dim
     for name in [*given, *shapes, *ranges]:
         if name not in by_name:
             err = not_found(TensorNotFoundError, "graph input", name, by_name, where=where)
@@ -526,12 +537,9 @@ def run(
     feeds: Mapping[str, Any] | None = None,
     *,
     outputs: Sequence[str] | None = None,
-    seed: int = 0,
-    shapes: Mapping[str, Sequence[int]] | None = None,
-    ranges: Mapping[str, tuple[float, float]] | None = None,
-    provider: str = "cpu",
-    opt_level: str = "all",
-    dims: Mapping[str, int] | None = None,
+    feed_options: FeedOptions = FeedOptions(),
+    provider: Provider = "cpu",
+    opt_level: OptLevel = "all",
     threads: int = 0,
 ) -> dict[str, np.ndarray]:
     """Run a model through ONNX Runtime and return its outputs by name.
@@ -543,12 +551,9 @@ def run(
         feeds: Input values by name.
         outputs: Which tensors to return (default: the graph outputs). Names of intermediate tensors
             of the main graph are exposed as extra outputs for this run.
-        seed: Seed for generated inputs.
-        shapes: Shapes for generated inputs with dynamic dims.
-        ranges: Value ranges for generated inputs.
+        feed_options: How the inputs not in ``feeds`` are generated (seed, shapes, dims, ranges).
         provider: "cpu" (default) or an ONNX Runtime provider name.
         opt_level: ONNX Runtime graph optimization level: disable, basic, extended or all.
-        dims: Values of named dynamic dims for generated inputs.
         threads: Intra-op threads (0: ONNX Runtime's default).
 
     Raises:
@@ -557,8 +562,8 @@ def run(
         RuntimeFailure: ONNX Runtime refuses the model or fails while running it.
     """
     return run_detailed(
-        model, feeds, outputs=outputs, seed=seed, shapes=shapes, ranges=ranges, provider=provider,
-        opt_level=opt_level, dims=dims, threads=threads,
+        model, feeds, outputs=outputs, feed_options=feed_options, provider=provider, opt_level=opt_level,
+        threads=threads,
     ).outputs
 
 
@@ -567,12 +572,9 @@ def run_detailed(
     feeds: Mapping[str, Any] | None = None,
     *,
     outputs: Sequence[str] | None = None,
-    seed: int = 0,
-    shapes: Mapping[str, Sequence[int]] | None = None,
-    ranges: Mapping[str, tuple[float, float]] | None = None,
-    provider: str = "cpu",
-    opt_level: str = "all",
-    dims: Mapping[str, int] | None = None,
+    feed_options: FeedOptions = FeedOptions(),
+    provider: Provider = "cpu",
+    opt_level: OptLevel = "all",
     threads: int = 0,
 ) -> RunResult:
     """Like ``run``, returning a RunResult: the outputs, how each input was made, and timings.
@@ -583,10 +585,10 @@ def run_detailed(
         RuntimeFailure: ONNX Runtime refuses the model or fails while running it.
         InvalidModelError: The graph is broken (dangling input, cycle, duplicate producer, …).
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    check_run_args(feeds, feed_options, outputs=outputs, provider=provider, opt_level=opt_level, threads=threads)
     require_sound(model)
-    all_feeds, notes = plan_feeds(
-        input_specs(model), feeds, seed=seed, shapes=shapes, ranges=ranges, dims=dims, where=model.name
-    )
+    all_feeds, notes = plan_feeds(input_specs(model), feeds, feed_options=feed_options, where=model.name)
     target, wanted = _with_outputs(model, outputs)
     start = time.perf_counter()
     sess = session(target, provider=provider, opt_level=opt_level, threads=threads)

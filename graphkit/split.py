@@ -31,7 +31,9 @@ from typing import Any
 
 import onnx
 
+from graphkit import _check_args as argcheck
 from graphkit import io
+from graphkit._options import Balance
 from graphkit.errors import (
     CorruptModelError,
     GraphkitError,
@@ -236,7 +238,7 @@ def split(
     at: Sequence[str] | None = None,
     *,
     parts: int | None = None,
-    balance: str = "nodes",
+    balance: Balance = "nodes",
     check: bool = True,
 ) -> Split:
     """Split a model into fragments that partition its nodes, in execution order.
@@ -259,6 +261,11 @@ def split(
         CycleError: The graph has a cycle.
         InvalidModelError: A fragment fails validation, or a boundary tensor's type cannot be told.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.optional(argcheck.names, at, "at", what="tensor name")
+    argcheck.optional(argcheck.integer, parts, "parts", minimum=1)
+    argcheck.choice(balance, "balance", ("nodes", "weights"))
+    argcheck.boolean(check, "check")
     if (at is None) == (parts is None):
         raise UsageError("give either cut tensors (at / --at) or a number of parts (parts / --parts)",
                          hint="e.g. --at /convs1/convs1.2/Conv_output_0, or --parts 3")
@@ -710,6 +717,10 @@ def write_split(
         UsageError: ``outdir`` is not empty (without ``overwrite``), or holds the source model.
         WriteError: The folder cannot be written.
     """
+    argcheck.instance(result, "result", Split, "a Split (from graphkit.split)")
+    argcheck.path(outdir, "outdir")
+    argcheck.boolean(overwrite, "overwrite")
+    argcheck.optional(argcheck.boolean, external, "external")
     folder = Path(outdir)
     _check_outdir(result, folder, overwrite)
     if not folder.parent.is_dir():
@@ -792,6 +803,7 @@ def load_split(path: str | os.PathLike[str]) -> Split:
         ModelNotFoundError: No manifest, or a fragment file is missing.
         CorruptModelError: The manifest is unreadable, or a fragment differs from what it records.
     """
+    argcheck.path(path, "path")
     given = Path(path)
     manifest_path = given / MANIFEST if given.is_dir() else given
     folder = manifest_path.parent

@@ -9,6 +9,7 @@ from typing import Any
 
 import onnx
 
+from graphkit import _check_args as argcheck
 from graphkit.io import tensor_nbytes
 from graphkit.model import Model, is_borrowed, is_external, iter_graphs, iter_tensors
 
@@ -97,6 +98,7 @@ class Summary:
 
 def summarize(model: Model) -> Summary:
     """Describe a model's structure without reading any weight."""
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
     proto = model.proto
     graph = proto.graph
     initializer_names = {t.name for t in graph.initializer}

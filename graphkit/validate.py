@@ -17,6 +17,7 @@ from typing import Any
 import onnx
 from google.protobuf.message import EncodeError
 
+from graphkit import _check_args as argcheck
 from graphkit.errors import CycleError, InvalidModelError, did_you_mean
 from graphkit.graph import GraphIndex, node_label, subgraph_outer_reads, subgraphs, toposort_proto
 from graphkit.io import raw_nbytes
@@ -79,7 +80,7 @@ class Report:
         return [i for i in self.issues if i.severity == "warning"]
 
     @property
-    def ok(self) -> bool:
+    def passed(self) -> bool:
         """True when there are no errors (warnings allowed)."""
         return not self.errors
 
@@ -87,7 +88,7 @@ class Report:
         """A JSON-ready dict."""
         return {
             "model": self.model,
-            "ok": self.ok,
+            "ok": self.passed,
             "checker": self.checker,
             "errors": len(self.errors),
             "warnings": len(self.warnings),
@@ -109,8 +110,11 @@ def validate(model: Model, *, checker: bool = True, full_check: bool = True) -> 
             the declared types agree with what the nodes compute); False runs its plain check.
 
     Returns:
-        A Report; ``report.ok`` is False when any error was found.
+        A Report; ``report.passed`` is False when any error was found.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.boolean(checker, "checker")
+    argcheck.boolean(full_check, "full_check")
     if not checker:
         return _report(model, None, "skipped")
     data = _serialized(model)
@@ -156,7 +160,7 @@ def check_or_raise(model: Model, *, what: str = "the result", full_check: bool =
         report = _report(model, message, "passed" if message is None else "failed")
     else:
         report = validate(model, full_check=full_check)
-    if report.ok:
+    if report.passed:
         return
     first = report.errors[:3]
     more = f" (and {len(report.errors) - 3} more)" if len(report.errors) > 3 else ""
@@ -586,6 +590,7 @@ def toposort(model: Model) -> Model:
     Raises:
         CycleError: A graph has a cycle; the message lists it.
     """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
     result = model.copy()
     toposort_proto(result.proto)
     return Model(result.proto, model.base_dir, None)

@@ -186,7 +186,7 @@ def _operations(path: Path, workdir: Path) -> dict[str, Callable[[], object]]:
         "save": save,
         "extract": extract,
         "split": split,
-        "run": lambda: gk.run(model(), seed=0),
+        "run": lambda: gk.run(model(), feed_options=gk.FeedOptions(seed=0)),
         "expose": lambda: gk.expose(model(), all_tensors=True),
         "compare": lambda: gk.compare(model()),
         "diff": lambda: gk.diff(gk.load(path.parent / "original.onnx"), model()),

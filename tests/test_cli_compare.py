@@ -36,7 +36,7 @@ def _reference_npz(tmp_path: Path) -> Path:
     identity = tmp_path / "identity.onnx"
     assert main(["markers", str(fixture("debug_markers.onnx")), str(identity)]) == 0
     model = gk.load(identity)
-    feeds = make_feeds(model, seed=0)
+    feeds = make_feeds(model, feed_options=gk.FeedOptions(seed=0))
     values = ort_run(model, feeds, opt_level="disable")
     names = {"/Debug_0_output_0": "x_0", "/Debug_1_output_0": "x_1", "/Debug_2_output_0": "x_2", "output": "x_3"}
     path = tmp_path / "ref.npz"
@@ -194,7 +194,7 @@ def test_markers_verb(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert "x_2     /Debug_2_output_0" in out and "4 markers" in out
     model = gk.load(out_path)
     assert "/Debug_1_output_0" in [o.name for o in model.graph.output]
-    assert gk.validate(model).ok
+    assert gk.validate(model).passed
     assert main(["markers", str(fixture("debug_markers.onnx")), str(tmp_path / "j.onnx"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["markers"]["x_3"] == "output"
 

@@ -25,7 +25,7 @@ def test_set_op_type_then_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     code, out = edit(tmp_path, "linear_func.onnx", "--set-op-type", "Add=Sub")
     assert code == 0 and "wrote" in capsys.readouterr().out
     model = gk.load(out)
-    feeds = gk.make_feeds(model, seed=1)
+    feeds = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=1))
     np.testing.assert_allclose(gk.run(model, feeds)["output"], feeds["a"] * feeds["x"] - feeds["b"], rtol=1e-6)
 
 
@@ -77,7 +77,7 @@ def test_recipe_json_with_npy_relative_to_the_recipe(tmp_path: Path) -> None:
     code, out = edit(tmp_path, "linear_func.onnx", "--recipe", str(recipe))
     assert code == 0
     model = gk.load(out)
-    feeds = gk.make_feeds(model, seed=0)
+    feeds = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=0))
     np.testing.assert_allclose(gk.run(model, feeds)["output"], feeds["a"] * feeds["x"] + 2.0, rtol=1e-6)
 
 
@@ -181,7 +181,7 @@ def test_merge_verb(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     report = json.loads(capsys.readouterr().out)
     assert report["inputs"] == ["p/a", "p/x", "p/b", "q/x", "q/b"] and report["outputs"] == ["q/output"]
     model = gk.load(out)
-    feeds = gk.make_feeds(model, seed=3)
+    feeds = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=3))
     first = feeds["p/a"] * feeds["p/x"] + feeds["p/b"]
     np.testing.assert_allclose(gk.run(model, feeds)["q/output"], first * feeds["q/x"] + feeds["q/b"], rtol=1e-5)
 

@@ -41,7 +41,7 @@ def _planted(model: gk.Model) -> gk.Model:
 
 def test_diff_finds_exactly_the_planted_changes(whole_model: gk.Model) -> None:
     before = whole_model.serialized()
-    result = diff(whole_model, _planted(whole_model), atol=1e-6)
+    result = diff(whole_model, _planted(whole_model), tolerance=gk.Tolerance(atol=1e-6, rtol=0.0))
     assert whole_model.serialized() == before
     got = {(c.kind, c.what, c.name, c.detail) for c in result.changes}
     assert got == {
@@ -58,7 +58,8 @@ def test_diff_finds_exactly_the_planted_changes(whole_model: gk.Model) -> None:
     assert result.of("initializer", "convs2.0.weight")[0].detail.startswith("values differ at ")
     assert result.matched_by_structure == 1 and result.matched_by_name == 10
     assert not result.of("initializer", "convs4.0.bias")
-    strict = diff(whole_model, _planted(whole_model))
+    assert not diff(whole_model, _planted(whole_model)).of("initializer", "convs4.0.bias")  # (default Tolerance())
+    strict = diff(whole_model, _planted(whole_model), tolerance=gk.Tolerance(0, 0))
     assert strict.of("initializer", "convs4.0.bias")
 
 
@@ -150,8 +151,8 @@ def test_renamed_weight_is_paired_by_use(whole_model: gk.Model) -> None:
 
 def test_negative_tolerance_is_refused(whole_model: gk.Model) -> None:
     with pytest.raises(gk.UsageError) as info:
-        diff(whole_model, whole_model, atol=-1)
-    assert "atol -1" in str(info.value) and info.value.hint
+        diff(whole_model, whole_model, tolerance=gk.Tolerance(atol=-1, rtol=0.0))
+    assert "atol=" in str(info.value) and "-1" in str(info.value) and info.value.hint
 
 
 def test_diff_values_of_tensor_attributes() -> None:

@@ -14,6 +14,7 @@ from conftest import fixture
 from onnx import helper
 
 import graphkit as gk
+from graphkit.recipe import parse_steps, run_steps
 
 
 def load(name: str) -> gk.Model:
@@ -21,7 +22,8 @@ def load(name: str) -> gk.Model:
 
 
 def outputs_close(a: gk.Model, b: gk.Model, feeds: dict[str, np.ndarray] | None = None, **kw: object) -> bool:
-    ra, rb = gk.run(a, feeds, **kw), gk.run(b, feeds, **kw)  # type: ignore[arg-type]
+    options = gk.FeedOptions(**kw)  # type: ignore[arg-type]
+    ra, rb = gk.run(a, feeds, feed_options=options), gk.run(b, feeds, feed_options=options)
     return all(np.allclose(ra[k], rb[k], atol=1e-5) for k in ra)
 
 
@@ -88,7 +90,7 @@ def test_every_edit_leaves_its_input_byte_identical(verb: str) -> None:
     result = apply(model)
     assert model.proto.SerializeToString(deterministic=True) == before
     assert result.proto.SerializeToString(deterministic=True) != before
-    assert gk.validate(result).ok
+    assert gk.validate(result).passed
     assert result.base_dir == model.base_dir
 
 
@@ -98,7 +100,7 @@ def test_every_edit_leaves_its_input_byte_identical(verb: str) -> None:
 def test_set_op_type_add_to_sub_computes_a_x_minus_b() -> None:
     model = load("linear_func.onnx")
     result = gk.set_op_type(model, "Add", "Sub")
-    feeds = gk.make_feeds(model, seed=4)
+    feeds = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=4))
     np.testing.assert_allclose(gk.run(result, feeds)["output"], feeds["a"] * feeds["x"] - feeds["b"], rtol=1e-6)
 
 
@@ -271,12 +273,12 @@ def test_remove_node_downstream_removes_dependent_outputs() -> None:
     model = load("loop_scan.onnx")
     result = gk.remove_node(model, "final", downstream=True)
     assert [o.name for o in result.graph.output] == ["scan_state"]
-    np.testing.assert_allclose(gk.run(result, seed=1)["scan_state"], gk.run(model, seed=1)["scan_state"])
+    np.testing.assert_allclose(gk.run(result, feed_options=gk.FeedOptions(seed=1))["scan_state"], gk.run(model, feed_options=gk.FeedOptions(seed=1))["scan_state"])
 
 
 def test_insert_node_after_a_tensor_and_after_a_graph_output() -> None:
     model = load("linear_func.onnx")
-    feeds = gk.make_feeds(model, seed=2)
+    feeds = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=2))
     relu = gk.insert_node(model, "c", "Relu")
     np.testing.assert_allclose(gk.run(relu, feeds)["output"], np.maximum(feeds["a"] * feeds["x"], 0) + feeds["b"],
                                rtol=1e-6)
@@ -287,7 +289,7 @@ def test_insert_node_after_a_tensor_and_after_a_graph_output() -> None:
 
 def test_insert_node_with_a_constant_input_and_attributes() -> None:
     model = load("linear_func.onnx")
-    feeds = gk.make_feeds(model, seed=2)
+    feeds = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=2))
     result = gk.insert_node(model, "output", "Mul", inputs=[np.array(3.0, np.float32)], name="triple")
     np.testing.assert_allclose(gk.run(result, feeds)["output"], 3 * (feeds["a"] * feeds["x"] + feeds["b"]), rtol=1e-5)
     clipped = gk.insert_node(model, "c", "LeakyRelu", attributes={"alpha": 0})  # int → FLOAT
@@ -301,7 +303,7 @@ def test_srcnn_scales_become_input_factor_and_sizes_follow() -> None:
     model = load("srcnn.onnx")
     result = gk.constant_to_input(model, "/Constant_output_0", "factor")
     assert "factor" in [i.name for i in result.graph.input]
-    image = gk.make_feeds(model, seed=0)["input"]
+    image = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=0))["input"]
     for factor, size in ((2, 64), (4, 128)):
         out = gk.run(result, {"input": image, "factor": np.array([1, 1, factor, factor], np.float32)})["output"]
         assert out.shape == (1, 3, size, size)
@@ -313,7 +315,7 @@ def test_initializer_to_input_then_freeze_round_trips_values(ext_copy: Path) -> 
     model = gk.load(ext_copy)
     bias = gk.tensor_value(model, next(t for t in model.graph.initializer if t.name == "fc1.bias"))
     as_input = gk.initializer_to_input(model, "fc1.bias", "bias_in")
-    x = gk.make_feeds(model, seed=1, shapes={"x": [2, 64]})["x"]
+    x = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=1, shapes={"x": [2, 64]}))["x"]
     np.testing.assert_allclose(gk.run(as_input, {"x": x, "bias_in": bias})["y"], gk.run(model, {"x": x})["y"])
     frozen = gk.input_to_initializer(as_input, "bias_in", bias)
     np.testing.assert_allclose(gk.run(frozen, {"x": x})["y"], gk.run(model, {"x": x})["y"])
@@ -328,7 +330,7 @@ def test_set_initializer_checks_dtype_and_shape(ext_copy: Path) -> None:
         gk.set_initializer(model, "fc2.bias", np.zeros(8, np.float32))
     assert "[16]" in str(err.value) and "allow_reshape" in err.value.hint
     result = gk.set_initializer(model, "fc2.bias", [1.0] * 16)  # a list takes the initializer's dtype
-    x = gk.make_feeds(model, seed=1, shapes={"x": [1, 64]})["x"]
+    x = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=1, shapes={"x": [1, 64]}))["x"]
     old_bias = gk.tensor_value(model, next(t for t in model.graph.initializer if t.name == "fc2.bias"))
     np.testing.assert_allclose(gk.run(result, {"x": x})["y"] - gk.run(model, {"x": x})["y"], [1.0 - old_bias],
                                rtol=1e-5, atol=1e-5)
@@ -337,7 +339,7 @@ def test_set_initializer_checks_dtype_and_shape(ext_copy: Path) -> None:
 def test_set_initializer_on_a_constant_node() -> None:
     model = load("my_add.onnx")
     result = gk.set_initializer(model, "/Constant_output_0", 5.0)
-    feeds = gk.make_feeds(model, seed=3)
+    feeds = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=3))
     np.testing.assert_allclose(gk.run(result, feeds)["output"], 5 * feeds["a"] + feeds["b"], rtol=1e-6)
 
 
@@ -393,7 +395,7 @@ def test_set_dims_warns_about_a_hard_coded_reshape(caplog: pytest.LogCaptureFixt
     with caplog.at_level(logging.WARNING, logger="graphkit.edit"):
         result = gk.set_dims(reshape_model(), "x", {0: "batch"})
     assert any("'flatten'" in r.getMessage() and "'target'" in r.getMessage() for r in caplog.records)
-    assert gk.validate(result).ok
+    assert gk.validate(result).passed
 
 
 def test_set_dims_bad_axis_and_unknown_tensor() -> None:
@@ -440,8 +442,9 @@ def test_set_opset_add_change_remove() -> None:
     with pytest.raises(gk.EditError) as err:
         gk.set_opset(load("debug_markers.onnx"), "my", None)
     assert "/Debug_0" in str(err.value) and "replace_op" in err.value.hint
+    assert gk.set_opset(model, "", 17) is model
     with pytest.raises(gk.NoChangeError):
-        gk.set_opset(model, "", 17)
+        gk.set_opset.__wrapped__(model, "", 17)  # type: ignore[attr-defined]
 
 
 # ------------------------------------------------------------------------------ cleanup and fold
@@ -464,8 +467,9 @@ def test_cleanup_removes_unused_things_in_bodies_too() -> None:
     for gone in (b"dead_body", b"dead_top", b"unused_w", b"unused_in", b"gone", b"unused.domain"):
         assert gone not in text, gone
     assert outputs_close(load("if_outer_scope.onnx"), result, seed=5)
+    assert gk.cleanup(result) is result
     with pytest.raises(gk.NoChangeError) as err:
-        gk.cleanup(result)
+        gk.cleanup.__wrapped__(result)  # type: ignore[attr-defined]
     assert err.value.hint
 
 
@@ -487,8 +491,9 @@ def test_fold_constants_respects_the_size_threshold() -> None:
     b.node("Add", ["x", big], name="add", outputs=["y"])
     b.output("y", "float32", [256, 256])
     model = b.build()
+    assert gk.fold_constants(model, max_bytes=1024) is model
     with pytest.raises(gk.NoChangeError) as err:
-        gk.fold_constants(model, max_bytes=1024)
+        gk.fold_constants.__wrapped__(model, max_bytes=1024)  # type: ignore[attr-defined]
     assert "max_bytes" in err.value.hint
     folded = gk.fold_constants(model, max_bytes=2**20)
     assert [n.op_type for n in folded.graph.node] == ["Add"]
@@ -518,7 +523,7 @@ def test_merge_with_prefixes_and_external_weights_from_two_folders(ext_copy: Pat
         gk.merge(head, tail, {"y": "y"})
     assert "prefixes" in err.value.hint
     merged = gk.merge(head, tail, {"y": "y"}, prefixes=("a/", "b/"))
-    x = gk.make_feeds(head, seed=2, shapes={"x": [3, 64]})["x"]
+    x = gk.make_feeds(head, feed_options=gk.FeedOptions(seed=2, shapes={"x": [3, 64]}))["x"]
     expected = gk.run(tail, {"y": gk.run(head, {"x": x})["y"]})["z"]
     np.testing.assert_allclose(gk.run(merged, {"a/x": x})["b/z"], expected, rtol=1e-5)
     (tmp_path / "out").mkdir()
@@ -573,7 +578,7 @@ def test_graphsurgeon_round_trip_keeps_folder_and_metadata(ext_copy: Path) -> No
     assert (back.proto.ir_version, back.proto.producer_name) == (model.proto.ir_version, model.proto.producer_name)
     external = {t.name for t in back.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
     assert external == {"fc1.bias", "fc2.weight", "fc2.bias"}  # untouched weights stay on disk
-    x = gk.make_feeds(model, seed=1, shapes={"x": [2, 64]})
+    x = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=1, shapes={"x": [2, 64]}))
     expected = gk.run(gk.set_op_type(model, "/relu/Relu", "Sigmoid"), x)["y"]
     np.testing.assert_allclose(gk.run(back, x)["y"], expected, rtol=1e-6)
 
@@ -611,10 +616,22 @@ def test_recipe_steps_are_checked_before_any_edit() -> None:
     assert "'neww'" in str(err.value) and "new" in err.value.hint
 
 
-def test_recipe_no_op_step_needs_allow_noop() -> None:
+def test_recipe_no_op_step_is_skipped_in_python_and_refused_by_run_steps() -> None:
     model = load("linear_func.onnx")
     steps = [{"op": "set_op_type", "node": "Add", "op_type": "Sub"}, {"op": "set_op_type", "node": "Add", "op_type": "Sub"}]
+    assert gk.apply_recipe(model, steps).graph.node[1].op_type == "Sub"
+    assert gk.apply_recipe(model, [*steps[:1], {"op": "cleanup"}]).graph.node[1].op_type == "Sub"
     with pytest.raises(gk.NoChangeError) as err:
-        gk.apply_recipe(model, steps)
-    assert "step 2" in str(err.value)
-    assert gk.apply_recipe(model, steps, allow_noop=True).graph.node[1].op_type == "Sub"
+        run_steps(model, parse_steps(steps))
+    assert "step 2" in str(err.value) and "--allow-noop" in err.value.hint
+    result, done = run_steps(model, parse_steps(steps), allow_noop=True)
+    assert [d.changed for d in done] == [True, False] and result.graph.node[1].op_type == "Sub"
+
+
+def test_no_op_edits_return_the_input_model_itself() -> None:
+    model = load("linear_func.onnx")
+    assert gk.rename_tensor(model, "x", "x") is model
+    assert gk.rename_node(model, model.graph.node[0].name, model.graph.node[0].name) is model
+    assert gk.cleanup(model) is model
+    assert gk.apply_recipe(model, [{"op": "cleanup"}]) is model
+    assert gk.set_op_type(model, model.graph.node[1].name, "Sub") is not model

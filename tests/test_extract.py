@@ -19,10 +19,10 @@ C40 = "/convs4/convs4.0/Conv_output_0"
 
 
 def reference(model: gk.Model, tensors: list[str], feeds: dict[str, np.ndarray] | None = None,
-              **run_kwargs: object) -> dict[str, np.ndarray]:
+              shapes: dict[str, list[int]] | None = None) -> dict[str, np.ndarray]:
     """Run the whole model with ``tensors`` exposed; return every graph input and output by name."""
     exposed = gk.expose(model, [t for t in tensors if t not in {i.name for i in model.graph.input}])
-    feeds = gk.make_feeds(exposed, feeds, seed=7, **run_kwargs)  # type: ignore[arg-type]
+    feeds = gk.make_feeds(exposed, feeds, feed_options=gk.FeedOptions(seed=7, shapes=shapes or {}))
     values = gk.run(exposed, feeds)
     return {**feeds, **values}
 
@@ -317,7 +317,7 @@ def test_expose_adds_typed_outputs_and_changes_nothing_else(whole_model: gk.Mode
     same.CopyFrom(out.proto)
     del same.graph.output[1:]
     assert same == whole_model.proto
-    feeds = gk.make_feeds(whole_model, seed=1)
+    feeds = gk.make_feeds(whole_model, feed_options=gk.FeedOptions(seed=1))
     np.testing.assert_allclose(gk.run(out, feeds)["output"], gk.run(whole_model, feeds)["output"], rtol=1e-5, atol=1e-6)
 
 

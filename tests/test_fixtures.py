@@ -33,7 +33,7 @@ def test_fixtures_folder_is_small() -> None:
 @pytest.mark.parametrize("path", sorted(FIXTURES.rglob("*.onnx")), ids=lambda p: p.name)
 def test_every_fixture_validates(path: Path) -> None:
     report = gk.validate(gk.load(path))
-    assert report.ok, report.to_dict()
+    assert report.passed, report.to_dict()
     assert report.checker == "passed"
 
 

@@ -36,7 +36,7 @@ def test_tensor_value_reads_external_data(ext_copy: Path) -> None:
 
 def test_model_saved_to_another_folder_keeps_working(ext_copy: Path, tmp_path: Path) -> None:
     model = gk.load(ext_copy)
-    expected = gk.run(model, seed=3, shapes={"x": [2, 64]})["y"]
+    expected = gk.run(model, feed_options=gk.FeedOptions(seed=3, shapes={"x": [2, 64]}))["y"]
     elsewhere = tmp_path / "elsewhere" / "deep"
     elsewhere.mkdir(parents=True)
     saved = gk.save(model, elsewhere / "copy.onnx")
@@ -44,7 +44,7 @@ def test_model_saved_to_another_folder_keeps_working(ext_copy: Path, tmp_path: P
     shutil.rmtree(ext_copy.parent)  # the original weights are gone: the copy must not need them
     again = gk.load(elsewhere / "copy.onnx")
     assert _external_locations(again) == {"copy.data"}
-    np.testing.assert_array_equal(gk.run(again, seed=3, shapes={"x": [2, 64]})["y"], expected)
+    np.testing.assert_array_equal(gk.run(again, feed_options=gk.FeedOptions(seed=3, shapes={"x": [2, 64]}))["y"], expected)
     assert saved.path == elsewhere / "copy.onnx"
 
 
@@ -193,9 +193,9 @@ def test_save_location_cannot_escape(tmp_path: Path, ext_copy: Path) -> None:
 
 def test_save_over_own_data_file_in_place(ext_copy: Path) -> None:
     model = gk.load(ext_copy)
-    expected = gk.run(model, seed=1, shapes={"x": [1, 64]})["y"]
+    expected = gk.run(model, feed_options=gk.FeedOptions(seed=1, shapes={"x": [1, 64]}))["y"]
     gk.save(model, ext_copy)  # same folder, same data file name: read fully before replaced
-    np.testing.assert_array_equal(gk.run(gk.load(ext_copy), seed=1, shapes={"x": [1, 64]})["y"], expected)
+    np.testing.assert_array_equal(gk.run(gk.load(ext_copy), feed_options=gk.FeedOptions(seed=1, shapes={"x": [1, 64]}))["y"], expected)
 
 
 def test_shared_external_tensors_are_written_once(tmp_path: Path, ext_copy: Path) -> None:

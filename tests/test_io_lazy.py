@@ -32,9 +32,9 @@ def test_lazy_load_leaves_large_weights_in_the_file(small_thresholds: None) -> N
     assert all(not t.raw_data for t in lazy.graph.initializer if is_borrowed(t))
     for a, b in zip(lazy.graph.initializer, full.graph.initializer):
         np.testing.assert_array_equal(gk.tensor_value(lazy, a), gk.tensor_value(full, b))
-    feeds = gk.make_feeds(full, seed=2)
+    feeds = gk.make_feeds(full, feed_options=gk.FeedOptions(seed=2))
     np.testing.assert_array_equal(gk.run(lazy, feeds)["output"], gk.run(full, feeds)["output"])
-    assert gk.validate(lazy).ok
+    assert gk.validate(lazy).passed
 
 
 def test_lazy_model_saves_inline_as_it_was(small_thresholds: None, tmp_path: Path) -> None:
@@ -63,7 +63,7 @@ def test_extract_from_a_lazy_model_writes_only_kept_weights(small_thresholds: No
     assert (tmp_path / "tail.onnx").stat().st_size < 32 * 3 * 5 * 5 * 4 + 2048
     full = gk.load(_srcnn(), lazy=False)
     exposed = gk.expose(full, ["/relu_1/Relu_output_0"])
-    ref = gk.run(exposed, seed=4)
+    ref = gk.run(exposed, feed_options=gk.FeedOptions(seed=4))
     got = gk.run(again, {"/relu_1/Relu_output_0": ref["/relu_1/Relu_output_0"]})["output"]
     np.testing.assert_allclose(got, ref["output"], rtol=1e-5, atol=1e-6)
 

@@ -265,7 +265,7 @@ def test_run_refuses_an_in_memory_model_pointing_outside(tmp_path: Path) -> None
     proto = onnx.load(str(path), load_external_data=False)
     model = gk.Model(proto, base_dir=path.parent, path=None)  # built in memory: never went through load
     with pytest.raises(gk.UnsafePathError, match=r"\.\./\.\./secret"):
-        gk.run(model, shapes={"x": [1, 64]})
+        gk.run(model, feed_options=gk.FeedOptions(shapes={"x": [1, 64]}))
     with pytest.raises(gk.UnsafePathError):
         gk.save(model, tmp_path / "copy.onnx")
     assert not (tmp_path / "copy.onnx").exists()

@@ -31,22 +31,22 @@ def _conv_reference(model: gk.Model, x: np.ndarray) -> np.ndarray:
 
 def test_generated_feeds_are_reproducible_by_seed() -> None:
     model = gk.load(fixture("linear_func.onnx"))
-    first = gk.make_feeds(model, seed=7)
-    again = gk.make_feeds(model, seed=7)
-    other = gk.make_feeds(model, seed=8)
+    first = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=7))
+    again = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=7))
+    other = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=8))
     assert set(first) == {"a", "x", "b"}
     for name in first:
         np.testing.assert_array_equal(first[name], again[name])
         assert first[name].dtype == np.float32 and first[name].shape == (10, 10)
         assert not np.array_equal(first[name], other[name])
         assert first[name].min() >= -1 and first[name].max() <= 1
-    assert gk.run(model, seed=7)["output"].tolist() == gk.run(model, seed=7)["output"].tolist()
+    assert gk.run(model, feed_options=gk.FeedOptions(seed=7))["output"].tolist() == gk.run(model, feed_options=gk.FeedOptions(seed=7))["output"].tolist()
 
 
 def test_giving_one_input_does_not_change_the_generated_others() -> None:
     model = gk.load(fixture("linear_func.onnx"))
-    alone = gk.make_feeds(model, seed=3)
-    with_a = gk.make_feeds(model, {"a": np.ones((10, 10), np.float32)}, seed=3)
+    alone = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=3))
+    with_a = gk.make_feeds(model, {"a": np.ones((10, 10), np.float32)}, feed_options=gk.FeedOptions(seed=3))
     np.testing.assert_array_equal(alone["x"], with_a["x"])
     np.testing.assert_array_equal(alone["b"], with_a["b"])
     np.testing.assert_array_equal(with_a["a"], np.ones((10, 10)))
@@ -54,7 +54,7 @@ def test_giving_one_input_does_not_change_the_generated_others() -> None:
 
 def test_run_computes_a_times_x_plus_b_by_value() -> None:
     model = gk.load(fixture("linear_func.onnx"))
-    feeds = gk.make_feeds(model, seed=1)
+    feeds = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=1))
     out = gk.run(model, feeds)["output"]
     np.testing.assert_allclose(out, feeds["a"] * feeds["x"] + feeds["b"], rtol=1e-6)
 
@@ -66,7 +66,7 @@ def test_run_computes_a_times_x_plus_b_by_value() -> None:
 )
 def test_generated_values_have_the_right_dtype_and_range(dtype: str, lo: float, hi: float) -> None:
     spec = FeedSpec("t", np.dtype(dtype), [4, 50])
-    values, notes = plan_feeds([spec], seed=0)
+    values, notes = plan_feeds([spec], feed_options=gk.FeedOptions(seed=0))
     value = values["t"]
     assert value.dtype == np.dtype(dtype) and value.shape == (4, 50)
     assert value.min() >= lo and value.max() <= hi
@@ -75,7 +75,7 @@ def test_generated_values_have_the_right_dtype_and_range(dtype: str, lo: float, 
 
 def test_ranges_are_respected_for_floats_and_ints() -> None:
     specs = [FeedSpec("f", np.dtype("float32"), [1000]), FeedSpec("i", np.dtype("int64"), [1000])]
-    values, _ = plan_feeds(specs, ranges={"f": (5.0, 6.0), "i": (100, 103)})
+    values, _ = plan_feeds(specs, feed_options=gk.FeedOptions(ranges={"f": (5.0, 6.0), "i": (100, 103)}))
     assert values["f"].min() >= 5 and values["f"].max() <= 6
     assert set(np.unique(values["i"]).tolist()) == {100, 101, 102}
 
@@ -89,7 +89,7 @@ def test_int_and_bool_inputs_run_through_onnx_runtime() -> None:
             out = Where(keep, picked, zeros)
         }
     """)
-    values, _ = plan_feeds(input_specs(model), seed=0, ranges={"idx": (0, 10)})
+    values, _ = plan_feeds(input_specs(model), feed_options=gk.FeedOptions(seed=0, ranges={"idx": (0, 10)}))
     out = gk.run(model, values)["out"]
     expected = np.where(values["keep"], values["table"][values["idx"]], 0)
     np.testing.assert_array_equal(out, expected)
@@ -110,7 +110,7 @@ def test_dynamic_dim_defaults_to_one_and_says_so() -> None:
 def test_named_dim_from_dims_and_from_a_given_feed() -> None:
     spec_a = FeedSpec("a", np.dtype("float32"), ["batch", 4])
     spec_b = FeedSpec("b", np.dtype("float32"), ["batch", None])
-    values, notes = plan_feeds([spec_a, spec_b], dims={"batch": 5})
+    values, notes = plan_feeds([spec_a, spec_b], feed_options=gk.FeedOptions(dims={"batch": 5}))
     assert values["a"].shape == (5, 4) and values["b"].shape == (5, 1)
     assert notes[1].chosen_dims == {"batch": "5 (--dim)", "dim 1": "1 (default; set it with --shape or --dim)"}
     values, notes = plan_feeds([spec_a, spec_b], {"a": np.zeros((3, 4), np.float32)})
@@ -134,7 +134,7 @@ def test_dynamic_axes_fixtures_accept_exactly_the_seed_shapes(name: str) -> None
         out = gk.run(model, {"in": x})["out"]
         assert out.shape == (shape[0], 3, shape[2] - 2, shape[3] - 2)
         np.testing.assert_allclose(out, _conv_reference(model, x), rtol=1e-4, atol=1e-4)
-        assert gk.run(model, shapes={"in": shape})["out"].shape == out.shape
+        assert gk.run(model, feed_options=gk.FeedOptions(shapes={"in": shape}))["out"].shape == out.shape
     for shape in SEED_SHAPES[name]["reject"]:
         x = np.zeros(shape, np.float32)
         with pytest.raises(gk.FeedError) as err:
@@ -143,7 +143,7 @@ def test_dynamic_axes_fixtures_accept_exactly_the_seed_shapes(name: str) -> None
         assert "'in'" in message and "float32" in message and str(list(shape)) in message
         assert "is fixed to" in message and err.value.hint
         with pytest.raises(gk.FeedError, match="is fixed to"):
-            gk.run(model, shapes={"in": shape})
+            gk.run(model, feed_options=gk.FeedOptions(shapes={"in": shape}))
 
 
 def test_wrong_dtype_names_input_expected_and_given() -> None:
@@ -165,8 +165,9 @@ def test_wrong_rank_names_both_shapes() -> None:
 
 def test_unknown_feed_name_suggests_the_close_one() -> None:
     model = gk.load(fixture("model_static.onnx"))
-    for kwargs in ({"feeds": {"inn": np.zeros((1, 3, 10, 10), np.float32)}}, {"shapes": {"inn": (1, 3, 10, 10)}},
-                   {"ranges": {"inn": (0, 1)}}):
+    for kwargs in ({"feeds": {"inn": np.zeros((1, 3, 10, 10), np.float32)}},
+                   {"feed_options": gk.FeedOptions(shapes={"inn": (1, 3, 10, 10)})},
+                   {"feed_options": gk.FeedOptions(ranges={"inn": (0, 1)})}):
         with pytest.raises(gk.FeedError) as err:
             gk.run(model, **kwargs)  # type: ignore[arg-type]
         assert "'inn'" in err.value.message and "did you mean 'in'" in err.value.hint
@@ -183,7 +184,7 @@ def test_unranked_input_needs_a_shape() -> None:
     with pytest.raises(gk.FeedError) as err:
         gk.make_feeds(model)
     assert "'x'" in err.value.message and "--shape x=" in err.value.hint
-    assert gk.run(model, shapes={"x": (2, 2)})["y"].shape == (2, 2)
+    assert gk.run(model, feed_options=gk.FeedOptions(shapes={"x": (2, 2)}))["y"].shape == (2, 2)
 
 
 # ------------------------------------------------------------------------------------- outputs
@@ -191,8 +192,8 @@ def test_unranked_input_needs_a_shape() -> None:
 
 def test_outputs_can_select_and_expose_intermediate_tensors(whole_model: gk.Model) -> None:
     before = whole_model.proto.SerializeToString()
-    full = gk.run(whole_model, seed=2)
-    picked = gk.run(whole_model, seed=2, outputs=["/Add_output_0", "output"])
+    full = gk.run(whole_model, feed_options=gk.FeedOptions(seed=2))
+    picked = gk.run(whole_model, outputs=["/Add_output_0", "output"], feed_options=gk.FeedOptions(seed=2))
     assert list(picked) == ["/Add_output_0", "output"]
     np.testing.assert_array_equal(picked["output"], full["output"])
     assert picked["/Add_output_0"].shape == (1, 3, 10, 10)
@@ -209,7 +210,7 @@ def test_unknown_provider_and_opt_level_are_usage_errors(whole_model: gk.Model) 
     with pytest.raises(gk.UsageError) as err:
         gk.run(whole_model, provider="nope")
     assert "'nope'" in err.value.message and "CPUExecutionProvider" in err.value.hint
-    with pytest.raises(gk.UsageError, match="optimization level"):
+    with pytest.raises(gk.UsageError, match="opt_level"):
         gk.run(whole_model, opt_level="max")
 
 
@@ -227,8 +228,8 @@ def test_external_weights_run_from_where_they_lie(ext_copy: Path) -> None:
     model = gk.load(ext_copy)
     weights = (ext_copy.parent / "model.data").stat().st_size
     assert len(model.serialized()) < weights / 10  # the session gets the graph, not the weights
-    out = gk.run(model, seed=4, dims={"batch": 3})["y"]
-    expected = gk.run(load_bytes(inline_proto(model).SerializeToString()), seed=4, dims={"batch": 3})["y"]
+    out = gk.run(model, feed_options=gk.FeedOptions(seed=4, dims={"batch": 3}))["y"]
+    expected = gk.run(load_bytes(inline_proto(model).SerializeToString()), feed_options=gk.FeedOptions(seed=4, dims={"batch": 3}))["y"]
     np.testing.assert_array_equal(out, expected)
     assert out.shape == (3, 16)
 
@@ -254,7 +255,7 @@ def test_tensor_stats_by_value() -> None:
 def test_run_fragment_runs_a_fed_piece_and_names_a_failure(whole_model: gk.Model) -> None:
     from graphkit.run import run_fragment
 
-    feeds = gk.make_feeds(whole_model, seed=3)
+    feeds = gk.make_feeds(whole_model, feed_options=gk.FeedOptions(seed=3))
     want = ["output", "/Add_output_0"]
     assert {k: v.shape for k, v in run_fragment(whole_model, feeds, want).items()} == {
         k: v.shape for k, v in gk.run(whole_model, feeds, outputs=want).items()}

@@ -26,8 +26,8 @@ def _affine(offset: float) -> gk.Model:
 
 def test_chain_hands_values_on_and_reports_each_fragment(whole_model: gk.Model) -> None:
     result = gk.split(whole_model, at=[TRUNK, "/Add_output_0"])
-    chain = gk.run_chain(result, seed=1)
-    assert chain.ok and chain.compared and chain.reference == whole_model.name
+    chain = gk.run_chain(result, feed_options=gk.FeedOptions(seed=1))
+    assert chain.passed and chain.compared and chain.reference == whole_model.name
     assert [f.index for f in chain.fragments] == [0, 1, 2]
     assert [f.nodes for f in chain.fragments] == [3, 5, 3]
     assert chain.fragments[0].peak_output_bytes == 1 * 3 * 14 * 14 * 4
@@ -48,7 +48,7 @@ def test_chain_of_plain_models_with_given_feeds() -> None:
     models = [f.model for f in result]
     x = np.array([[-3, -1, 0], [1, 2, 3]], dtype=np.float32)
     chain = gk.run_chain(models, {"x": x})
-    assert not chain.compared and chain.ok and not chain.exact
+    assert not chain.compared and chain.passed and not chain.exact
     a = x + 1
     np.testing.assert_array_equal(chain.outputs["y"], -np.maximum(a, 0))
     np.testing.assert_array_equal(chain.outputs["z"], a * np.maximum(a, 0))
@@ -57,11 +57,11 @@ def test_chain_of_plain_models_with_given_feeds() -> None:
 
 
 def test_chain_detects_a_mismatch() -> None:
-    chain = gk.run_chain(gk.split(_affine(1.0), parts=3), reference=_affine(1.5), seed=2)
-    assert chain.compared and not chain.ok
+    chain = gk.run_chain(gk.split(_affine(1.0), parts=3), reference=_affine(1.5), feed_options=gk.FeedOptions(seed=2))
+    assert chain.compared and not chain.passed
     by_name = {d.name: d for d in chain.diffs}
     assert by_name["y"].max_abs is not None and by_name["y"].max_abs >= 0.5 - 1e-6
-    assert not by_name["y"].ok and not by_name["y"].exact
+    assert not by_name["y"].passed and not by_name["y"].exact
 
 
 def test_chain_feed_errors_are_clear(whole_model: gk.Model) -> None:
@@ -87,6 +87,6 @@ def test_fragments_out_of_order_name_the_missing_tensor(whole_model: gk.Model) -
 
 def test_dynamic_batch_flows_through_the_chain() -> None:
     model = gk.load(fixture("ext_weights/model.onnx"))
-    chain = gk.run_chain(gk.split(model, parts=3), dims={"batch": 4}, opt_level="disable")
+    chain = gk.run_chain(gk.split(model, parts=3), opt_level="disable", feed_options=gk.FeedOptions(dims={"batch": 4}))
     assert chain.exact and chain.outputs["y"].shape == (4, 16)
     assert chain.feeds[0].chosen_dims == {"batch": "4 (--dim)"}

@@ -48,9 +48,10 @@ def assert_partition(model: gk.Model, result: gk.Split) -> None:
 
 
 def assert_chain_matches(model: gk.Model, result: gk.Split, **kwargs: object) -> gk.ChainResult:
-    chain = gk.run_chain(result, opt_level="disable", **kwargs)  # type: ignore[arg-type]
+    options = gk.FeedOptions(**kwargs)  # type: ignore[arg-type]
+    chain = gk.run_chain(result, opt_level="disable", feed_options=options)
     assert chain.compared and chain.exact, [d.to_dict() for d in chain.diffs]
-    whole = gk.run(model, opt_level="disable", **{k: v for k, v in kwargs.items() if k in ("seed", "dims")})  # type: ignore[arg-type]
+    whole = gk.run(model, opt_level="disable", feed_options=options)
     assert set(chain.outputs) == set(whole)
     for name, value in whole.items():
         np.testing.assert_array_equal(chain.outputs[name], value)
@@ -213,7 +214,7 @@ def test_parts_and_at_together_or_too_many_parts(whole_model: gk.Model) -> None:
     with pytest.raises(gk.UsageError) as err:
         gk.split(whole_model, parts=12)
     assert "only 11 nodes" in err.value.message and "--parts 11" in err.value.hint
-    with pytest.raises(gk.UsageError, match="unknown balance"):
+    with pytest.raises(gk.UsageError, match="balance= must be one of"):
         gk.split(whole_model, parts=2, balance="flops")
 
 
@@ -236,7 +237,7 @@ def test_manifest_matches_the_files(whole_model: gk.Model, tmp_path: Path) -> No
         assert [o["name"] for o in entry["outputs"]] == [v.name for v in part.graph.output]
         assert entry["nodes"] == len(part.graph.node)
         assert entry["weight_bytes"] == sum(int(np.prod(t.dims)) * 4 for t in part.graph.initializer)
-        assert gk.validate(part).ok
+        assert gk.validate(part).passed
     last = manifest["fragments"][3]
     assert {i["name"]: i["from"] for i in last["inputs"]} == {TRUNK: 0, CONVS2_1: 2}
     assert manifest["fragments"][0]["inputs"] == [
@@ -269,7 +270,7 @@ def test_external_weights_go_with_their_fragment(ext_copy: Path, tmp_path: Path)
         assert all(t.data_location == onnx.TensorProto.EXTERNAL for t in f.model.graph.initializer)
     assert (folder / "part_00.data").stat().st_size >= 64 * 128 * 4
     assert (folder / "part_01.data").stat().st_size < 64 * 128 * 4
-    chain = gk.run_chain(folder, dims={"batch": 2}, opt_level="disable")
+    chain = gk.run_chain(folder, opt_level="disable", feed_options=gk.FeedOptions(dims={"batch": 2}))
     assert chain.exact and chain.outputs["y"].shape == (2, 16)
     assert {p.name: digest(p) for p in ext_copy.parent.iterdir()} == before
 
@@ -341,7 +342,7 @@ def test_changed_source_is_not_compared(whole_model: gk.Model, tmp_path: Path) -
     model, why = gk.load_split(tmp_path / "out").find_source()
     assert model is None and "changed since the split" in why
     chain = gk.run_chain(tmp_path / "out")
-    assert not chain.compared and chain.ok
+    assert not chain.compared and chain.passed
 
 
 def test_untyped_boundary_that_nothing_can_type_is_a_clear_error() -> None:

@@ -27,7 +27,7 @@ def _codes(report: gk.Report) -> list[str]:
 
 def test_clean_model_passes(whole_model: Model) -> None:
     report = gk.validate(whole_model)
-    assert report.ok and report.issues == () and report.checker == "passed"
+    assert report.passed and report.issues == () and report.checker == "passed"
 
 
 def test_dangling_input_names_node_position_and_tensor() -> None:
@@ -38,7 +38,7 @@ def test_dangling_input_names_node_position_and_tensor() -> None:
     model.graph.node[0].input[1] = "ghost"
     model.graph.node[0].name = "the_add"
     report = gk.validate(model)
-    assert not report.ok
+    assert not report.passed
     issue = next(i for i in report.issues if i.code == "dangling-input")
     assert issue.node == "the_add" and issue.tensor == "ghost"
     assert "'the_add' (Add)" in issue.message and "input #1" in issue.message and "'ghost'" in issue.message
@@ -97,7 +97,7 @@ def test_unused_initializer_and_input_are_warnings(whole_model: Model) -> None:
     model.graph.initializer.append(onnx.numpy_helper.from_array(__import__("numpy").zeros(3, "float32"), "spare"))
     model.graph.input.append(onnx.helper.make_tensor_value_info("unused_in", onnx.TensorProto.FLOAT, [1]))
     report = gk.validate(model)
-    assert report.ok
+    assert report.passed
     assert {(i.code, i.tensor) for i in report.warnings} == {("unused-initializer", "spare"), ("unused-input", "unused_in")}
 
 
@@ -124,12 +124,12 @@ def test_subgraph_problems_are_found() -> None:
 def test_toposort_restores_a_shuffled_whole_model(whole_model: Model) -> None:
     for seed in range(5):
         shuffled = _shuffled(whole_model, seed)
-        assert not gk.validate(shuffled).ok
+        assert not gk.validate(shuffled).passed
         restored = gk.toposort(shuffled)
-        assert gk.validate(restored).ok
+        assert gk.validate(restored).passed
         assert sorted(n.name for n in restored.graph.node) == sorted(n.name for n in whole_model.graph.node)
-        a = gk.run(whole_model, seed=1)["output"]
-        b = gk.run(restored, seed=1)["output"]
+        a = gk.run(whole_model, feed_options=gk.FeedOptions(seed=1))["output"]
+        b = gk.run(restored, feed_options=gk.FeedOptions(seed=1))["output"]
         assert (a == b).all()
 
 
@@ -158,10 +158,10 @@ def test_toposort_respects_outer_scope_reads_of_subgraphs() -> None:
     del shuffled.graph.node[:]
     shuffled.graph.node.extend(nodes)
     report = gk.validate(shuffled, checker=False)
-    assert not report.ok
+    assert not report.passed
     restored = gk.toposort(shuffled)
-    assert gk.validate(restored).ok
-    assert (gk.run(restored, seed=2)["y"] == gk.run(model, seed=2)["y"]).all()
+    assert gk.validate(restored).passed
+    assert (gk.run(restored, feed_options=gk.FeedOptions(seed=2))["y"] == gk.run(model, feed_options=gk.FeedOptions(seed=2))["y"]).all()
 
 
 def test_toposort_sorts_subgraph_bodies() -> None:
@@ -172,8 +172,8 @@ def test_toposort_sorts_subgraph_bodies() -> None:
     nodes.reverse()
     del body.node[:]
     body.node.extend(nodes)
-    assert not gk.validate(model, checker=False).ok
-    assert gk.validate(gk.toposort(model)).ok
+    assert not gk.validate(model, checker=False).passed
+    assert gk.validate(gk.toposort(model)).passed
 
 
 def test_toposort_cycle_is_an_error() -> None:

@@ -189,7 +189,7 @@ def test_warnings_are_listed_as_by_the_detailed_pass(case: str) -> None:
     model = Model(proto)
     report = gk.validate(model)
     assert report == _detailed(model)
-    assert report.ok and report.checker == "passed"
+    assert report.passed and report.checker == "passed"
     assert len(report.warnings) == (0 if case == "clean" else 1)
     V.check_or_raise(model)  # (warnings do not stop a write)
 

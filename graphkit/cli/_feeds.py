@@ -1,4 +1,5 @@
-"""Feed flags shared by run and run-chain: --input, --shape, --dim, --range, --seed, runtime options."""
+"""Flags shared by the verbs that run models: --input, --shape, --dim, --range, --seed, runtime options,
+and --atol/--rtol turned into a Tolerance."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from graphkit._options import FeedOptions, Tolerance
 from graphkit.errors import UsageError
 from graphkit.feeds import load_feeds, parse_named, parse_range, parse_shape, resolve_feeds
 
-__all__ = ["FeedArgs", "add_feed_options", "add_runtime_options", "feed_args", "ms"]
+__all__ = ["FeedArgs", "add_feed_options", "add_runtime_options", "feed_args", "ms", "tolerance"]
 
 
 def add_feed_options(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +49,19 @@ class FeedArgs:
     ranges: dict[str, tuple[float, float]]
     dims: dict[str, int]
     files: tuple[str, ...]
+    seed: int = 0
+
+    def options(self) -> FeedOptions:
+        """The generation flags as the API's FeedOptions.
+
+        Raises:
+            UsageError: A value out of range, naming the flag.
+        """
+        try:
+            return FeedOptions(seed=self.seed, shapes=self.shapes, dims=self.dims, ranges=self.ranges)
+        except UsageError as err:
+            raise UsageError(f"--seed/--shape/--dim/--range: {err.message}",
+                             hint="e.g. --seed 1 --shape in=1x3x224x224 --dim batch=4 --range in=0,1") from err
 
 
 def feed_args(args: argparse.Namespace, input_names: Sequence[str], where: str) -> FeedArgs:
@@ -67,7 +82,7 @@ def feed_args(args: argparse.Namespace, input_names: Sequence[str], where: str) 
             raise UsageError(f"--dim {text!r}: expected DIM=N", hint="e.g. --dim batch=4")
         dims[name] = int(value)
     paths = tuple(sorted({f.path for f in files}))
-    return FeedArgs(feeds, shapes, ranges, dims, paths)
+    return FeedArgs(feeds, shapes, ranges, dims, paths, args.seed)
 
 
 def _name(name: str | None, flag: str, input_names: Sequence[str]) -> str:
@@ -84,3 +99,16 @@ def ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
 
 
+
+
+def tolerance(atol: float, rtol: float) -> Tolerance:
+    """--atol and --rtol as a Tolerance.
+
+    Raises:
+        UsageError: A tolerance that is negative or not finite, naming the flags.
+    """
+    try:
+        return Tolerance(atol, rtol)
+    except UsageError as err:
+        raise UsageError(f"tolerances must be >= 0 (--atol {atol:g}, --rtol {rtol:g})",
+                         hint="e.g. --atol 1e-6") from err

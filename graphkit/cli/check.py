@@ -27,8 +27,8 @@ def run(args: argparse.Namespace) -> int:
                 f" (in {issue.graph})" if issue.graph != "main graph" else ""))
             if issue.hint:
                 _render.text(f"  hint: {issue.hint}")
-        verdict = "OK" if report.ok else "FAILED"
+        verdict = "OK" if report.passed else "FAILED"
         _render.text(f"{verdict}: {report.model}: {len(report.errors)} error(s), {len(report.warnings)} warning(s); "
                      f"onnx.checker {report.checker}")
-    failed = not report.ok or (args.strict and report.warnings)
+    failed = not report.passed or (args.strict and report.warnings)
     return 1 if failed else 0

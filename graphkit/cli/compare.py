@@ -18,16 +18,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from graphkit import io
+from graphkit._options import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance
 from graphkit.cli import _common, _render
 from graphkit.cli._feeds import add_feed_options, feed_args
 from graphkit.compare import (
     BACKENDS,
-    DEFAULT_ATOL,
     DEFAULT_FRAGMENT_BYTES,
-    DEFAULT_RTOL,
     Comparison,
     TensorDiff,
-    Tolerance,
     compare,
     load_mapping,
 )
@@ -118,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress
     result = compare(
         model, other, reference=args.reference, backend=args.backend, candidate_backend=args.candidate_backend,
-        feeds=parsed.feeds, seed=args.seed, shapes=parsed.shapes, ranges=parsed.ranges, dims=parsed.dims, atol=atol, rtol=rtol, tolerances=per_tensor,
+        feeds=parsed.feeds, feed_options=parsed.options(), tolerance=Tolerance(atol, rtol), tolerances=per_tensor,
         mapping=load_mapping(args.mapping) if args.mapping else None, tensors=args.tensors,
         constants=args.constants, marker_spec=(args.marker_domain, args.marker_op, args.marker_attr),
         fragment_bytes=int(args.fragment_mb * 2**20), local_checks=args.local_checks,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from graphkit.cli import _common, _render
+from graphkit.cli._feeds import tolerance
 from graphkit.diff import diff
 
 _MARK = {"added": "+", "removed": "-", "changed": "~"}
@@ -25,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = diff(_common.load(args.a), _common.load(args.b), atol=args.atol, rtol=args.rtol)
+    result = diff(_common.load(args.a), _common.load(args.b), tolerance=tolerance(args.atol, args.rtol))
     if args.json:
         _render.json_out(result.to_dict())
         return 0 if result.identical else 1

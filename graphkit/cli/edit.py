@@ -89,12 +89,12 @@ def _dims(text: str, flag: str, fixed: bool) -> Step:
 def _set_attr(text: str) -> Step:
     left, right = _pair(text, "--set-attr")
     node, name = _node_attr(left, "--set-attr")
-    return Step("set_attribute", {"node": node, "name": name, "value": _value(right)})
+    return Step("set_attribute", {"node": node, "attribute": name, "value": _value(right)})
 
 
 def _remove_attr(text: str) -> Step:
     node, name = _node_attr(text, "--remove-attr")
-    return Step("remove_attribute", {"node": node, "name": name})
+    return Step("remove_attribute", {"node": node, "attribute": name})
 
 
 def _set_op_type(text: str) -> Step:
@@ -129,14 +129,14 @@ def _insert_after(text: str) -> Step:
 def _to_input(op: str, flag: str) -> Callable[[str], Step]:
     def build(text: str) -> Step:
         name, sep, new = text.partition("=")
-        return Step(op, {"name": name, **({"input_name": new} if sep and new else {})})
+        return Step(op, {"tensor": name, **({"input_name": new} if sep and new else {})})
     return build
 
 
 def _with_value(op: str, flag: str) -> Callable[[str], Step]:
     def build(text: str) -> Step:
         name, value = _pair(text, flag)
-        return Step(op, {"name": name, "value": _value(value)})
+        return Step(op, {"tensor": name, "value": _value(value)})
     return build
 
 

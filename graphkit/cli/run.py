@@ -35,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
     if args.save:
         io.check_output_path(args.save, args.model, *parsed.files, overwrite=args.overwrite)
     result = run_detailed(
-        model, parsed.feeds, outputs=args.output, seed=args.seed, shapes=parsed.shapes, ranges=parsed.ranges,
-        dims=parsed.dims, provider=args.provider, opt_level=args.opt_level, threads=args.threads,
+        model, parsed.feeds, outputs=args.output, feed_options=parsed.options(), provider=args.provider,
+        opt_level=args.opt_level, threads=args.threads,
     )
     if args.save:
         save_arrays(args.save, {**result.inputs, **result.outputs})

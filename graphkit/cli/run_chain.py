@@ -8,7 +8,7 @@ import argparse
 
 from graphkit._chain import ChainResult, run_chain
 from graphkit.cli import _common, _render
-from graphkit.cli._feeds import add_feed_options, add_runtime_options, feed_args, ms
+from graphkit.cli._feeds import add_feed_options, add_runtime_options, feed_args, ms, tolerance
 from graphkit.cli._render import human_bytes
 from graphkit.cli.run import render_feeds, render_stats
 from graphkit.feeds import save_arrays
@@ -44,8 +44,8 @@ def run(args: argparse.Namespace) -> int:
     if args.save:
         check_output_path(args.save, *parsed.files, overwrite=args.overwrite)
     result = run_chain(
-        chain, parsed.feeds, reference=reference, seed=args.seed, shapes=parsed.shapes, ranges=parsed.ranges,
-        dims=parsed.dims, provider=args.provider, opt_level=args.opt_level, rtol=args.rtol, atol=args.atol,
+        chain, parsed.feeds, reference=reference, feed_options=parsed.options(),
+        tolerance=tolerance(args.atol, args.rtol), provider=args.provider, opt_level=args.opt_level,
         threads=args.threads,
     )
     if args.save:
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         _render.json_out(data)
     else:
         render(result, args.seed, why)
-    return 0 if result.ok else 1
+    return 0 if result.passed else 1
 
 
 def render(result: ChainResult, seed: int, why: str) -> None:
@@ -78,10 +78,10 @@ def render(result: ChainResult, seed: int, why: str) -> None:
     if not result.compared:
         _render.text(f"not compared: {why}")
         return
-    _render.text(f"comparison ({why}; rtol {result.rtol:g}, atol {result.atol:g})")
+    _render.text(f"comparison ({why}; rtol {result.tolerance.rtol:g}, atol {result.tolerance.atol:g})")
     rows: list[tuple[str, ...]] = []
     for d in result.diffs:
-        verdict = "exact" if d.exact else "ok" if d.ok else "MISMATCH"
+        verdict = "exact" if d.exact else "ok" if d.passed else "MISMATCH"
         rows.append((d.name, verdict, "-" if d.max_abs is None else f"{d.max_abs:.3g}",
                      "-" if d.max_rel is None else f"{d.max_rel:.3g}", d.note))
     header = ["output", "result", "max abs diff", "max rel diff"]
@@ -90,7 +90,7 @@ def render(result: ChainResult, seed: int, why: str) -> None:
     else:
         rows = [row[:-1] for row in rows]
     _render.table(rows, header, indent=2)
-    if result.ok:
+    if result.passed:
         _render.text("OK: the chain matches the whole model" + (" exactly" if result.exact else " within tolerance"))
     else:
         _render.text("MISMATCH: the chain's outputs differ from the whole model's")
