@@ -447,6 +447,72 @@ def test_set_opset_add_change_remove() -> None:
         gk.set_opset.__wrapped__(model, "", 17)  # type: ignore[attr-defined]
 
 
+
+def _dead_chain(size: int, *, read_at: int | None = None) -> gk.Model:
+    """A live Relu beside a chain of ``size`` Adds (each with its own weight) whose end nothing reads;
+    ``read_at``: the live path also reads that link of the chain. Every link has value_info."""
+    b = gk.GraphBuilder("chain")
+    b.input("x", "float32", [2])
+    prev = "x"
+    for i in range(size):
+        w = b.initializer(np.full(2, i, np.float32), f"w{i}")
+        prev = b.node("Add", [prev, w], name=f"link{i}", outputs=[f"t{i}"])
+        b.value_info(prev, "float32", [2])
+    live = b.node("Relu", ["x"], name="live", outputs=["r"])
+    if read_at is not None:
+        live = b.node("Add", [live, f"t{read_at}"], name="join", outputs=["j"])
+    b.output(live, "float32", [2])
+    return b.build()
+
+
+def test_remove_node_takes_a_whole_dead_chain_with_its_weights_and_value_info() -> None:
+    result = gk.remove_node(_dead_chain(300), "link299")
+    assert [n.name for n in result.graph.node] == ["live"]
+    assert not result.graph.initializer and not result.graph.value_info
+
+
+def test_remove_node_stops_where_another_node_still_reads_the_chain() -> None:
+    result = gk.remove_node(_dead_chain(10, read_at=4), "link9")
+    assert [n.name for n in result.graph.node] == [*(f"link{i}" for i in range(5)), "live", "join"]
+    assert [t.name for t in result.graph.initializer] == [f"w{i}" for i in range(5)]
+    assert [v.name for v in result.graph.value_info] == [f"t{i}" for i in range(5)]
+
+
+def test_remove_node_leaves_dead_code_it_did_not_feed() -> None:
+    model = _with_dead_node(_dead_chain(3))
+    result = gk.remove_node(model, "link2")
+    assert [n.name for n in result.graph.node] == ["live", "dead"]
+
+
+def test_remove_node_keeps_what_a_subgraph_body_reads() -> None:
+    f = onnx.TensorProto.FLOAT
+    then = helper.make_graph([helper.make_node("Identity", ["p"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", f, [2])])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", f, [2])])
+    graph = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["p"], name="P"), helper.make_node("Abs", ["p"], ["d"], name="D"),
+         helper.make_node("If", ["c"], ["z"], name="branch", then_branch=then, else_branch=other)],
+        "body_reads", [helper.make_tensor_value_info("x", f, [2]),
+                       helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("z", f, [2])],
+    )
+    model = gk.Model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    result = gk.remove_node(model, "D")  # p is also read inside the If's then-branch: P stays
+    assert [n.name for n in result.graph.node] == ["P", "branch"]
+
+
+def test_bypass_node_drops_a_weight_only_the_bypassed_node_read() -> None:
+    b = gk.GraphBuilder("scaled")
+    b.input("x", "float32", [2])
+    scale = b.initializer(np.full(2, 3, np.float32), "scale")
+    b.node("Relu", [b.node("Mul", ["x", scale], name="mul", outputs=["m"])], name="relu", outputs=["y"])
+    b.output("y", "float32", [2])
+    result = gk.bypass_node(b.build(), "mul")
+    assert [n.name for n in result.graph.node] == ["relu"] and list(result.graph.node[0].input) == ["x"]
+    assert not result.graph.initializer
+
+
 # ------------------------------------------------------------------------------ cleanup and fold
 
 
@@ -471,6 +537,15 @@ def test_cleanup_removes_unused_things_in_bodies_too() -> None:
     with pytest.raises(gk.NoChangeError) as err:
         gk.cleanup.__wrapped__(result)  # type: ignore[attr-defined]
     assert err.value.hint
+
+
+def test_cleanup_of_an_unsorted_graph_keeps_every_live_node() -> None:
+    model = _with_dead_node(_dead_chain(0, read_at=None)).copy()
+    model.graph.node.insert(0, helper.make_node("Neg", ["r"], ["n"], name="reader_first"))
+    model.graph.output[0].name = "n"
+    result = gk.cleanup(model, check=False)  # reader_first reads r before live makes it; dead is dead
+    assert [n.name for n in result.graph.node] == ["reader_first", "live"]
+    assert gk.validate(gk.toposort(result)).ok
 
 
 def test_fold_constants_replaces_constant_subgraph_by_values() -> None:
