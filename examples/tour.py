@@ -24,7 +24,7 @@ def step(title: str, *args: str, expect: tuple[int, ...] = (0,)) -> None:
 
 
 def build_linear_func(out: Path) -> Path:
-    """Build output = a*x + b bottom-up with graphkit's builders (the seed's first model)."""
+    """Build output = a*x + b bottom-up with graphkit's builders."""
     sys.path.insert(0, str(ROOT))
     import graphkit as gk
 
@@ -52,7 +52,7 @@ def main() -> None:
          str(out / "srcnn_factor.onnx"), "--input-from-constant", "/Constant_output_0=factor")
     step("make model_static's batch dim dynamic", "edit", str(FIX / "model_static.onnx"),
          str(out / "model_dynamic_0.onnx"), "--dynamic", "in:0=batch")
-    step("inspect the seed's branchy conv net", "inspect", str(FIX / "whole_model.onnx"))
+    step("inspect a branchy conv net", "inspect", str(FIX / "whole_model.onnx"))
     step("toposort it (already sorted: unchanged)", "toposort", str(FIX / "whole_model.onnx"), str(out / "sorted.onnx"))
     whole = str(FIX / "whole_model.onnx")
     step("extract the middle of it", "extract", whole, str(out / "middle.onnx"),
@@ -61,13 +61,13 @@ def main() -> None:
          "--inputs", "/convs2/convs2.1/Conv_output_0", "--outputs", "output", expect=(2,))
     step("expose the Add's output", "expose", whole, str(out / "more.onnx"), "--op-types", "Add")
     step("run it with seeded inputs", "run", str(out / "more.onnx"), "--seed", "1")
-    step("the seed's dynamic axes: a batch of 2 fits model_dynamic_0", "run", str(FIX / "model_dynamic_0.onnx"),
+    step("dynamic axes: a batch of 2 fits model_dynamic_0", "run", str(FIX / "model_dynamic_0.onnx"),
          "--shape", "in=2x3x10x10")
     step("… but not model_static (exit 2)", "run", str(FIX / "model_static.onnx"), "--shape", "in=2x3x10x10",
          expect=(2,))
     step("split whole_model into 3 fragments", "split", whole, str(out / "parts"), "--parts", "3", "--overwrite")
     step("chain-run the fragments against the whole model", "run-chain", str(out / "parts"), "--opt-level", "disable")
-    step("the seed's markers: Debug nodes become exposed Identity nodes", "markers", str(FIX / "debug_markers.onnx"),
+    step("markers: Debug nodes become exposed Identity nodes", "markers", str(FIX / "debug_markers.onnx"),
          str(out / "debug_identity.onnx"), "--overwrite")
     step("record reference values by marker name", "run", str(out / "debug_identity.onnx"), "--opt-level", "disable",
          "--save", str(out / "ref.npz"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, digest, fixture
+from conftest import LIGHT, ROOT, digest, fixture
 from onnx import numpy_helper
 
 import graphkit as gk
@@ -219,11 +219,10 @@ def test_compare_through_python_m(tmp_path: Path) -> None:
     assert "PASSED" in done.stdout and "11/11 nodes" in done.stderr
 
 
+@pytest.mark.slow
 def test_compare_reference_backend_passes_on_light_squeezenet(capsys: pytest.CaptureFixture[str]) -> None:
     """opset-9 Softmax on [1, 1000, 1, 1]: onnx's own kernel disagreed with ORT; graphkit's agrees."""
-    import onnx
 
-    light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
-    assert main(["compare", str(light), "--backend", "reference"]) == 0
+    assert main(["compare", str(LIGHT / "light_squeezenet.onnx"), "--backend", "reference"]) == 0
     out = capsys.readouterr().out
     assert "graphkit.reference_ops" in out and "PASSED: 66 tensors" in out

@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import digest, fixture
-from test_diff import _planted
+from conftest import digest, fixture, planted_changes
 
 import graphkit as gk
 from graphkit.cli import main
@@ -15,7 +14,7 @@ from graphkit.cli import main
 
 def test_cli_diff(tmp_path: Path, whole_model: gk.Model, capsys: pytest.CaptureFixture[str]) -> None:
     b = tmp_path / "b.onnx"
-    gk.save(_planted(whole_model), b)
+    gk.save(planted_changes(whole_model), b)
     before = digest(b)
     assert main(["diff", str(fixture("whole_model.onnx")), str(b), "--atol", "1e-6"]) == 1
     out = capsys.readouterr().out

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import importlib
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from conftest import fixture
+from conftest import LIGHT, fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import numpy_helper
@@ -20,8 +19,6 @@ from graphkit import reference_ops
 from graphkit.compare import Tolerance, compare, markers, tensor_figures
 from graphkit.run import make_feeds
 from graphkit.run import run as ort_run
-
-LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
 
 def _light(name: str) -> tuple[gk.Model, dict[str, np.ndarray]]:
@@ -375,20 +372,16 @@ def test_shape_mismatch_is_a_failure_with_a_reason() -> None:
 # ---------------------------------------------------------------------------------- light models
 
 
-#: Light models shipped with onnx: (tensors compared, slow). All run in the suite; GRAPHKIT_FAST=1 skips the
-#: slow ones while iterating. Seconds on 2 shared cores:
-#: bvlc_alexnet 2, zfnet512 3-5, squeezenet 2-3, resnet50 2-7, shufflenet 1-3 (default suite, ~15 s;
-#: between them they cover LRN, opset-9 Softmax and opset-9 BatchNormalization); inception_v1 10-11,
-#: vgg19 10-12, densenet121 12-16 (half of it computing figures over 668 tensors), inception_v2 16-24
-#: (the evaluator's AveragePool and Conv).
-LIGHT_MODELS = {"bvlc_alexnet": (24, False), "zfnet512": (22, False), "squeezenet": (66, False),
-                "resnet50": (176, False), "shufflenet": (203, False), "inception_v1": (143, True),
-                "vgg19": (46, True), "densenet121": (668, True), "inception_v2": (371, True)}
-SLOW = pytest.mark.skipif(bool(os.environ.get("GRAPHKIT_FAST")), reason="10-20 s each; GRAPHKIT_FAST is set")
+#: Light models shipped with onnx: tensors compared. Seconds on 2 shared cores: bvlc_alexnet 2,
+#: zfnet512 3-5, squeezenet 2-3, resnet50 2-7, shufflenet 1-3 (between them they cover LRN, opset-9
+#: Softmax and opset-9 BatchNormalization); inception_v1 10-11, vgg19 10-12, densenet121 12-16 (half of
+#: it computing figures over 668 tensors), inception_v2 16-24 (the evaluator's AveragePool and Conv).
+LIGHT_MODELS = {"bvlc_alexnet": 24, "zfnet512": 22, "squeezenet": 66, "resnet50": 176, "shufflenet": 203,
+                "inception_v1": 143, "vgg19": 46, "densenet121": 668, "inception_v2": 371}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[SLOW] if slow else [])
-                                  for n, (_, slow) in LIGHT_MODELS.items()])
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LIGHT_MODELS)
 def test_reference_evaluator_agrees_with_ort_on_light_models(name: str) -> None:
     """The corrected evaluator (graphkit.reference_ops) matches ONNX Runtime on every compared tensor.
 
@@ -398,7 +391,7 @@ def test_reference_evaluator_agrees_with_ort_on_light_models(name: str) -> None:
     result = compare(model, backend="reference", feeds=feeds)
     assert result.tolerance == Tolerance(atol=1e-5, rtol=1e-3)
     assert result.passed, [(t.name, t.op_type, t.max_rel) for t in result.failed[:5]]
-    assert len(result.tensors) == LIGHT_MODELS[name][0]
+    assert len(result.tensors) == LIGHT_MODELS[name]
     assert max(t.needed_rtol for t in result.tensors) < 1e-4  # a wide margin, not a near miss
     assert result.first_divergence is None
 
@@ -409,6 +402,7 @@ def raw_evaluator(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reference_ops, "OVERRIDES", ())
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("raw_evaluator")
 def test_raw_evaluator_softmax_divergence_on_light_squeezenet_is_found_local() -> None:
     model, feeds = _light("squeezenet")
@@ -430,6 +424,7 @@ def test_raw_evaluator_batchnorm_opset9_divergence_is_found_local() -> None:
     assert result.tensor("r2").origin == "inherited"
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("raw_evaluator")
 def test_raw_evaluator_lrn_divergence_on_light_zfnet512_is_found_local() -> None:
     model, feeds = _light("zfnet512")

@@ -5,43 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
-from conftest import fixture
+from conftest import fixture, planted_changes
 from onnx import numpy_helper
 
 import graphkit as gk
 from graphkit.diff import diff
 
 
-def _set_weight(model: gk.Model, name: str, change) -> None:
-    for t in model.graph.initializer:
-        if t.name == name:
-            t.CopyFrom(numpy_helper.from_array(change(numpy_helper.to_array(t)), name))
-
-
-def _planted(model: gk.Model) -> gk.Model:
-    b = model.copy()
-    g = b.graph
-    next(n for n in g.node if n.name == "/Add").op_type = "Sub"
-    _set_weight(b, "convs2.0.weight", lambda w: w * 1.01)
-    _set_weight(b, "convs4.0.bias", lambda w: w + 1e-9)  # within atol: not a change
-    next(n for n in g.node if n.name == "/convs1/convs1.1/Conv").name = "renamed_conv"
-    last = next(n for n in g.node if n.name == "/convs4/convs4.2/Conv")
-    last.input[0] = "relu_out"
-    g.node.insert(list(g.node).index(last), onnx.helper.make_node(
-        "Relu", ["/convs4/convs4.1/Conv_output_0"], ["relu_out"], name="relu_new"))
-    next(n for n in g.node if n.name == "/convs2/convs2.1/Conv").attribute.append(
-        onnx.helper.make_attribute("auto_pad", "NOTSET"))
-    b.proto.opset_import[0].version = 18
-    b.proto.metadata_props[0].value = "changed"
-    g.output[0].type.tensor_type.shape.dim[0].dim_param = "batch"
-    return b
-
-
 def test_diff_finds_exactly_the_planted_changes(whole_model: gk.Model) -> None:
     before = whole_model.serialized()
-    result = diff(whole_model, _planted(whole_model), tolerance=gk.Tolerance(atol=1e-6, rtol=0.0))
+    result = diff(whole_model, planted_changes(whole_model), tolerance=gk.Tolerance(atol=1e-6, rtol=0.0))
     assert whole_model.serialized() == before
     got = {(c.kind, c.what, c.name, c.detail) for c in result.changes}
     assert got == {
@@ -58,8 +32,8 @@ def test_diff_finds_exactly_the_planted_changes(whole_model: gk.Model) -> None:
     assert result.of("initializer", "convs2.0.weight")[0].detail.startswith("values differ at ")
     assert result.matched_by_structure == 1 and result.matched_by_name == 10
     assert not result.of("initializer", "convs4.0.bias")
-    assert not diff(whole_model, _planted(whole_model)).of("initializer", "convs4.0.bias")  # (default Tolerance())
-    strict = diff(whole_model, _planted(whole_model), tolerance=gk.Tolerance(0, 0))
+    assert not diff(whole_model, planted_changes(whole_model)).of("initializer", "convs4.0.bias")  # (default Tolerance())
+    strict = diff(whole_model, planted_changes(whole_model), tolerance=gk.Tolerance(0, 0))
     assert strict.of("initializer", "convs4.0.bias")
 
 

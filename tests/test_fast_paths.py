@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import fixture
+from conftest import LIGHT, fixture
 from onnx import TensorProto, helper
 
 import graphkit as gk
@@ -25,7 +25,6 @@ from graphkit import propagate
 
 gx = importlib.import_module("graphkit.extract")
 
-LIGHT = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
 
 UNARY = ["Relu", "Sigmoid", "Neg", "Abs", "Exp", "Identity", "Softmax", "LeakyRelu", "Gelu", "Not", "Floor"]
 BINARY = ["Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "And", "Max", "Min", "Mean", "Sum"]

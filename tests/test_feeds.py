@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import fixture
 from onnx import numpy_helper
 
 import graphkit as gk
@@ -115,7 +116,7 @@ def test_an_input_fed_twice_is_refused(tmp_path: Path) -> None:
 
 
 def test_every_format_feeds_a_real_run(tmp_path: Path) -> None:
-    model = gk.load(Path(__file__).resolve().parent.parent / "fixtures" / "linear_func.onnx")
+    model = gk.load(fixture("linear_func.onnx"))
     a, x, b = (np.full((10, 10), v, np.float32) for v in (2.0, 3.0, 1.0))
     np.save(tmp_path / "a.npy", a)
     np.savez(tmp_path / "xb.npz", x=x, b=b)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from conftest import FIXTURES
 from fuzzing import OPERATIONS, campaign, exercise, fixture_files, mutate_bytes, mutate_fields
 from hypothesis import HealthCheck, given, settings
@@ -16,6 +17,7 @@ def test_fixtures_are_all_fuzzed() -> None:
     assert {p.name for p in FILES} >= {"whole_model.onnx", "if_outer_scope.onnx", "loop_scan.onnx", "model.onnx"}
 
 
+@pytest.mark.slow
 def test_bounded_campaign_finds_no_failure() -> None:
     summary = campaign(cases=1500, seed=20261129, timeout=10.0, memory_gb=6.0)
     assert summary.cases == 1500
@@ -37,6 +39,7 @@ def test_mutations_end_in_success_or_a_graphkit_error(index: int, seed: int, fie
     assert outcome.failures == [], outcome.failures
 
 
+@pytest.mark.slow
 def test_fixtures_untouched_by_fuzzing() -> None:
     from conftest import folder_digest
 

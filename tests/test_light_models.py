@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from conftest import LIGHT
 from onnx.backend.test.runner import Runner
 
 import graphkit as gk
 from graphkit.feeds import read_tensor_file
 
-LIGHT = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
 MODELS = sorted(LIGHT.glob("light_*.onnx"))
 #: onnx's backend test compares these models with rtol 1e-3, atol 1e-7 (its defaults).
 RTOL, ATOL = 1e-3, 1e-7
@@ -43,6 +43,7 @@ def test_the_light_models_are_there() -> None:
     assert len(MODELS) >= 8, MODELS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem.removeprefix("light_"))
 def test_light_model_split_in_parts_chains_to_the_reference_outputs(path: Path) -> None:
     model = gk.load(path)

@@ -68,6 +68,7 @@ def test_quick_start_is_exactly_two_commands() -> None:
     assert os.access(ROOT / ".ci" / "run", os.X_OK)
 
 
+@pytest.mark.slow
 def test_tour_runs(tmp_path: Path) -> None:
     import subprocess
     import sys

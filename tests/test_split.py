@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import FIXTURES, digest, fixture
+from conftest import FIXTURES, LIGHT, digest, fixture
 
 import graphkit as gk
 from graphkit.graph import GraphIndex
@@ -381,7 +381,6 @@ def _elementwise_chain(stages: int = 5) -> gk.Model:
     return gk.Model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
 
 
-LIGHT = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
 
 
 @pytest.mark.parametrize("source", ["chain", "whole_model.onnx", "if_outer_scope.onnx", *sorted(

@@ -186,6 +186,7 @@ def test_toposort_cycle_is_an_error() -> None:
         gk.toposort(model)
 
 
+@pytest.mark.slow
 def test_toposort_scales_to_100k_nodes() -> None:
     n = 100_000
     nodes = [onnx.helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"], name=f"n{i}") for i in range(n)]
