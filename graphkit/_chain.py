@@ -260,7 +260,7 @@ def run_chain(
         start = time.perf_counter()
         sess = session(ref, provider=provider, opt_level=opt_level, threads=threads)
         loaded = time.perf_counter()
-        names = [o.name for o in ref.graph.output]
+        names = [o.name for o in ref.lazy_proto.graph.output]
         ref_feeds = {s.name: values[s.name] for s in input_specs(ref)}
         expected = dict(zip(names, (np.asarray(v) for v in _run_session(sess, names, ref_feeds, ref.name))))
         whole_load, whole_run = loaded - start, time.perf_counter() - loaded
@@ -298,7 +298,7 @@ def _chain_parts(
 
 def _open_ends(models: Sequence[Model]) -> tuple[list[FeedSpec], list[str]]:
     """For plain models: inputs nothing earlier produces, and outputs nothing later reads."""
-    producer = {o.name: j for j, model in enumerate(models) for o in model.graph.output}
+    producer = {o.name: j for j, model in enumerate(models) for o in model.lazy_proto.graph.output}
     specs: list[FeedSpec] = []
     for i, model in enumerate(models):
         for spec in input_specs(model):
@@ -314,7 +314,7 @@ def _open_ends(models: Sequence[Model]) -> tuple[list[FeedSpec], list[str]]:
     read_later: set[str] = set()
     final: list[str] = []
     for model in reversed(models):
-        final[:0] = [o.name for o in model.graph.output if o.name not in read_later]
+        final[:0] = [o.name for o in model.lazy_proto.graph.output if o.name not in read_later]
         read_later.update(s.name for s in input_specs(model))
     return specs, final
 
@@ -348,7 +348,7 @@ def _run_fragment(
             hint="run the fragments in the order of their manifest; give every graph input",
         )
     feeds = {s.name: check_feed(s, env[s.name], label) for s in specs}
-    names = [o.name for o in model.graph.output]
+    names = [o.name for o in model.lazy_proto.graph.output]
     start = time.perf_counter()
     sess = session(model, provider=provider, opt_level=opt_level, threads=threads)
     loaded = time.perf_counter()
@@ -363,6 +363,6 @@ def _run_fragment(
         del env[name]
     sizes = [v.nbytes for v in produced]
     return FragmentRun(
-        i, model.name, len(model.graph.node), loaded - start, done - loaded, sum(sizes), max(sizes, default=0),
+        i, model.name, len(model.lazy_proto.graph.node), loaded - start, done - loaded, sum(sizes), max(sizes, default=0),
         sum(v.nbytes for v in env.values()),
     )

@@ -49,7 +49,7 @@ from graphkit.errors import (
 )
 from graphkit.graph import GraphIndex
 from graphkit.io import inline_proto
-from graphkit.model import Model
+from graphkit.model import Model, has_external_data
 from graphkit.run import input_specs, make_feeds, run_fragment
 from graphkit.validate import require_sound
 
@@ -462,14 +462,14 @@ def markers(
     argcheck.boolean(expose, "expose")
     found = _find_markers(model, domain, op, attr)
     if not found:
-        ops = sorted({f"{n.domain or 'ai.onnx'}::{n.op_type}" for n in model.graph.node if n.domain not in ("", "ai.onnx")})
+        ops = sorted({f"{n.domain or 'ai.onnx'}::{n.op_type}" for n in model.lazy_proto.graph.node if n.domain not in ("", "ai.onnx")})
         raise NameNotFoundError(
             f"{model.name} has no {domain}::{op} marker nodes",
             hint=("its custom ops are " + ", ".join(ops) + "; pass --domain/--op") if ops
             else "mark tensors with a Debug node carrying a 'name' attribute first",
         )
     proto = onnx.ModelProto()
-    proto.CopyFrom(model.proto)
+    proto.CopyFrom(model.lazy_proto)
     outputs = {o.name for o in proto.graph.output}
     for index, _label in found.values():
         node = proto.graph.node[index]
@@ -490,7 +490,7 @@ def markers(
 def _find_markers(model: Model, domain: str, op: str, attr: str) -> dict[str, tuple[int, str]]:
     """Marker name → (node index, node label), checked."""
     found: dict[str, tuple[int, str]] = {}
-    for i, node in enumerate(model.graph.node):
+    for i, node in enumerate(model.lazy_proto.graph.node):
         if node.op_type != op or (node.domain or "") != domain:
             continue
         label = node.name or f"node #{i}"
@@ -593,9 +593,9 @@ class _Graph:
         if _find_markers(model, domain, op, attr):
             result = markers(model, domain=domain, op=op, attr=attr, expose=False)
             model, mapping = result.model, result.markers
-        index = GraphIndex(model.graph)
+        index = GraphIndex(model.lazy_proto.graph)
         order = index.topological_order()
-        position = {name: k for k, i in enumerate(order) for name in model.graph.node[i].output if name}
+        position = {name: k for k, i in enumerate(order) for name in model.lazy_proto.graph.node[i].output if name}
         return cls(model, index, order, mapping, position, label, {i: k for k, i in enumerate(order)})
 
     @property
@@ -611,7 +611,7 @@ class _Graph:
         if constants:
             return live
         varying = set(self.index.inputs) - set(self.index.initializers)
-        nodes = self.model.graph.node
+        nodes = self.model.lazy_proto.graph.node
         for i in self.order:
             if any(r in varying for r in self.index.node_reads[i]):
                 varying.update(o for o in nodes[i].output if o)
@@ -625,7 +625,7 @@ class _Graph:
 
     def node_of(self, tensor: str) -> onnx.NodeProto | None:
         i = self.index.producer.get(tensor)
-        return None if i is None else self.model.graph.node[i]
+        return None if i is None else self.model.lazy_proto.graph.node[i]
 
     def source_of(self, tensor: str) -> onnx.NodeProto | None:
         """The node computing a tensor's value, looking through Identity nodes (markers)."""
@@ -638,7 +638,7 @@ class _Graph:
 def _fragment_model(graph: _Graph, nodes: Sequence[int], inputs: Mapping[str, np.ndarray],
                     outputs: Sequence[str]) -> Model:
     """A model of ``nodes`` (in order) reading ``inputs`` (typed from the arrays) and exposing ``outputs``."""
-    source = graph.model.proto
+    source = graph.model.lazy_proto
     proto = onnx.ModelProto()
     proto.ir_version = source.ir_version
     proto.opset_import.extend(source.opset_import)
@@ -683,7 +683,7 @@ def _execute_reference(model: Model, feeds: Mapping[str, np.ndarray], outputs: S
 
     from graphkit import reference_ops
 
-    proto = inline_proto(model) if model.has_external_data else model.proto
+    proto = inline_proto(model) if has_external_data(model.lazy_proto) else model.lazy_proto
     try:
         evaluator = ReferenceEvaluator(proto, new_ops=list(reference_ops.OVERRIDES))
         values = evaluator.run(list(outputs), dict(feeds))
@@ -724,7 +724,7 @@ class _Walker:
         return [i for i in self.graph.order if i in needed]
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
-        index, nodes = self.graph.index, self.graph.model.graph.node
+        index, nodes = self.graph.index, self.graph.model.lazy_proto.graph.node
         last_use: dict[str, int] = {}
         for k, i in enumerate(self.order):
             for name in index.node_reads[i]:
@@ -1170,7 +1170,7 @@ def _fragment_for(cand: _Graph, tensor: str, available: set[str]) -> _Fragment |
                 stack.append(j)
     ordered = sorted(nodes, key=cand.rank.__getitem__)
     main = start
-    graph_nodes = cand.model.graph.node
+    graph_nodes = cand.model.lazy_proto.graph.node
     while graph_nodes[main].op_type == "Identity" and graph_nodes[main].input[0] in index.producer \
             and index.producer[graph_nodes[main].input[0]] in nodes:
         main = index.producer[graph_nodes[main].input[0]]
@@ -1259,7 +1259,7 @@ class _Runner:
 
     def _divergence(self, diff: TensorDiff) -> Divergence:
         frag = self.plan.fragments.get(diff.name)
-        graph_nodes = self.cand.model.graph.node
+        graph_nodes = self.cand.model.lazy_proto.graph.node
         if frag is not None:
             node = graph_nodes[frag.main]
             names = tuple(graph_nodes[i].name or f"#{i}" for i in frag.nodes)

@@ -21,7 +21,7 @@ from graphkit import _check_args as argcheck
 from graphkit._options import Tolerance
 from graphkit.graph import GraphIndex
 from graphkit.io import tensor_value
-from graphkit.model import Model, is_external
+from graphkit.model import Model, function_tensors, is_external
 from graphkit.summary import TensorSig, dtype_name
 
 __all__ = ["Change", "ModelDiff", "diff"]
@@ -120,9 +120,10 @@ def diff(a: Model, b: Model, /, *, tolerance: Tolerance = Tolerance()) -> ModelD
     argcheck.instance(tolerance, "tolerance", Tolerance, "a graphkit.Tolerance")
     atol, rtol = tolerance.atol, tolerance.rtol
     out: list[Change] = []
-    _model_level(a.proto, b.proto, out)
+    _model_level(a.lazy_proto, b.lazy_proto, out)
     differ = _GraphDiff(a, b, atol, rtol)
-    differ.run(a.graph, b.graph, "main graph", out)
+    differ.run(a.lazy_proto.graph, b.lazy_proto.graph, "main graph", out)
+    differ.functions(a.lazy_proto, b.lazy_proto, out)
     return ModelDiff(a.name, b.name, tuple(out), differ.by_name, differ.by_structure, tolerance)
 
 
@@ -277,8 +278,43 @@ class _GraphDiff:
                 text = self._values(tensor_value(self.a, old.t), tensor_value(self.b, attr.t))
                 if text:
                     found.append(f"attribute {name!r} {text}")
+            elif attr.type == onnx.AttributeProto.SPARSE_TENSOR and old.type == attr.type \
+                    and list(old.sparse_tensor.dims) == list(attr.sparse_tensor.dims):
+                for part in ("values", "indices"):
+                    text = self._weight_values(getattr(old.sparse_tensor, part), getattr(attr.sparse_tensor, part))
+                    if text:
+                        found.append(f"attribute {name!r} ({part}) {text}")
             elif old.SerializeToString(deterministic=True) != attr.SerializeToString(deterministic=True):
                 found.append(f"attribute {name!r} {_attr_text(old)} -> {_attr_text(attr)}")
+        return found
+
+    # -- local functions
+    def functions(self, a: onnx.ModelProto, b: onnx.ModelProto, out: list[Change]) -> None:
+        """Local functions added, removed, or changed in their nodes or in a tensor's values (a Constant's
+        value in a body of a function node included: ``function_tensors`` walks them all)."""
+        fa = {(f.domain, f.name): f for f in a.functions}
+        fb = {(f.domain, f.name): f for f in b.functions}
+        for key, func in fa.items():
+            if key not in fb:
+                out.append(Change("removed", "function", _function_name(func), f"{len(func.node)} node(s)"))
+        for key, func in fb.items():
+            old = fa.get(key)
+            if old is None:
+                out.append(Change("added", "function", _function_name(func), f"{len(func.node)} node(s)"))
+                continue
+            found = self._function(old, func)
+            if found:
+                out.append(Change("changed", "function", _function_name(func), "; ".join(found)))
+
+    def _function(self, fa: onnx.FunctionProto, fb: onnx.FunctionProto) -> list[str]:
+        shape_a, shape_b = _without_tensor_data(fa), _without_tensor_data(fb)
+        if shape_a != shape_b:
+            return ["nodes, inputs, outputs or attributes differ"]
+        found = []
+        for (ta, where), (tb, _) in zip(function_tensors(fa), function_tensors(fb)):
+            text = self._weight_values(ta, tb)
+            if text:
+                found.append(f"tensor {ta.name or '(unnamed)'!r} ({where}) {text}")
         return found
 
     # -- weights
@@ -452,6 +488,21 @@ def _weights_by_use(ia: GraphIndex, ib: GraphIndex, pairs: dict[int, int], known
 
 
 # ----------------------------------------------------------------------------------------- text
+
+
+def _function_name(func: onnx.FunctionProto) -> str:
+    return f"{func.domain}::{func.name}" if func.domain else func.name
+
+
+def _without_tensor_data(func: onnx.FunctionProto) -> bytes:
+    """The function's bytes with every tensor's data (inline or where external data lies) left out."""
+    copy = onnx.FunctionProto()
+    copy.CopyFrom(func)
+    for tensor, _ in function_tensors(copy):
+        for field in ("raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data",
+                      "uint64_data", "external_data", "data_location"):
+            tensor.ClearField(field)
+    return copy.SerializeToString(deterministic=True)
 
 
 def _label(node: onnx.NodeProto, index: int) -> str:

@@ -305,7 +305,7 @@ def _finish(before: Model, proto: onnx.ModelProto, *, check: bool, what: str, ba
         NoChangeError: The edit changed nothing.
         InvalidModelError: The result fails validation.
     """
-    if proto.SerializeToString(deterministic=True) == before.proto.SerializeToString(deterministic=True):
+    if proto.SerializeToString(deterministic=True) == before.lazy_proto.SerializeToString(deterministic=True):
         raise NoChangeError(f"{what} changes nothing in {before.name}",
                             hint="drop this edit, or pass --allow-noop to accept edits that change nothing")
     result = Model(proto, base_dir if base_dir is not None else before.base_dir, None)
@@ -400,7 +400,7 @@ def set_attribute(model: Model, /, node: str, attribute: str, value: Any, *, che
     argcheck.name(node, "node", what="node name")
     name = argcheck.name(attribute, "attribute", what="attribute name")
     argcheck.boolean(check, "check")
-    proto = model.copy().proto
+    proto = model.copy().lazy_proto
     found = _find_node(model, proto, node)
     target = found.node
     expected = _expected_attr_type(model, proto, target, name)
@@ -426,7 +426,7 @@ def remove_attribute(model: Model, /, node: str, attribute: str, *, check: bool 
     argcheck.name(node, "node", what="node name")
     name = argcheck.name(attribute, "attribute", what="attribute name")
     argcheck.boolean(check, "check")
-    proto = model.copy().proto
+    proto = model.copy().lazy_proto
     target = _find_node(model, proto, node).node
     names = [a.name for a in target.attribute]
     if name not in names:
@@ -556,7 +556,7 @@ def set_op_type(model: Model, /, node: str, op_type: str, domain: str | None = N
     argcheck.name(op_type, "op_type", what="operator")
     argcheck.optional(argcheck.name, domain, "domain", what="domain", empty=True)
     argcheck.boolean(check, "check")
-    proto = model.copy().proto
+    proto = model.copy().lazy_proto
     target = _find_node(model, proto, node).node
     new_domain = _norm_domain(target.domain if domain is None else domain)
     _check_op_fits(proto, target, op_type, new_domain, keep_attributes=True)
@@ -616,7 +616,7 @@ def rename_tensor(model: Model, /, old: str, new: str, *, check: bool = True) ->
     argcheck.name(old, "old", what="tensor name")
     argcheck.name(new, "new", what="tensor name", empty=True)
     argcheck.boolean(check, "check")
-    proto = model.copy().proto
+    proto = model.copy().lazy_proto
     scope, _ = _find_scope(model, proto, old)
     if new == old:
         raise NoChangeError(f"tensor {old!r} already has that name", hint="give a different new name")
@@ -645,7 +645,7 @@ def rename_node(model: Model, /, old: str, new: str, *, check: bool = True) -> M
     argcheck.name(old, "old", what="node name")
     argcheck.name(new, "new", what="node name", empty=True)
     argcheck.boolean(check, "check")
-    proto = model.copy().proto
+    proto = model.copy().lazy_proto
     target = _find_node(model, proto, old).node
     if new == target.name:
         raise NoChangeError(f"node {old!r} already has that name", hint="give a different new name")
@@ -681,7 +681,7 @@ def bypass_node(model: Model, /, node: str, input_index: int = 0, *, check: bool
     argcheck.name(node, "node", what="node name")
     argcheck.integer(input_index, "input_index", minimum=0, maximum=argcheck.INT64_MAX)
     argcheck.boolean(check, "check")
-    proto = model.copy().proto
+    proto = model.copy().lazy_proto
     found = _find_node(model, proto, node)
     graph, target = found.graph, found.node
     label = node_label(target)
@@ -755,7 +755,7 @@ def remove_node(model: Model, /, node: str, *, downstream: bool = False, check: 
     argcheck.name(node, "node", what="node name")
     argcheck.boolean(downstream, "downstream")
     argcheck.boolean(check, "check")
-    proto = model.copy().proto
+    proto = model.copy().lazy_proto
     found = _find_node(model, proto, node)
     graph, label = found.graph, node_label(found.node)
     index = GraphIndex(graph)
@@ -903,7 +903,7 @@ def insert_node(model: Model, /, after: str, op_type: str, *, inputs: Sequence[s
     argcheck.optional(argcheck.name, output, "output", what="tensor name")
     argcheck.name(domain, "domain", what="domain", empty=True)
     argcheck.boolean(check, "check")
-    proto = model.copy().proto
+    proto = model.copy().lazy_proto
     graph, _ = _find_scope(model, proto, after)
     taken = _all_tensor_names(proto)
     node_name = name or _fresh(f"{after}/{op_type}", set(_all_node_names(proto)))
@@ -1007,7 +1007,7 @@ def set_initializer(model: Model, /, tensor: str, value: Any, *, allow_reshape: 
     name = argcheck.name(tensor, "tensor", what="tensor name")
     argcheck.boolean(allow_reshape, "allow_reshape")
     argcheck.boolean(check, "check")
-    proto = model.copy().proto
+    proto = model.copy().lazy_proto
     graph, _ = _find_scope(model, proto, name)
     current = _constant_tensor(model, graph, name)
     array = _as_value(value, current, f"initializer {name!r}", allow_reshape=allow_reshape)
@@ -1084,7 +1084,7 @@ def initializer_to_input(model: Model, /, tensor: str, input_name: str | None = 
     name = argcheck.name(tensor, "tensor", what="tensor name")
     argcheck.optional(argcheck.name, input_name, "input_name", what="input name", empty=True)
     argcheck.boolean(check, "check")
-    proto = model.copy().proto
+    proto = model.copy().lazy_proto
     if name not in {t.name for t in proto.graph.initializer}:
         _hint_constant(model, proto, name, "initializer_to_input", "constant_to_input")
     tensor = _initializer(model, proto.graph, name)
@@ -1131,7 +1131,7 @@ def constant_to_input(model: Model, /, tensor: str, input_name: str | None = Non
     name = argcheck.name(tensor, "tensor", what="tensor or node name")
     argcheck.optional(argcheck.name, input_name, "input_name", what="input name", empty=True)
     argcheck.boolean(check, "check")
-    proto = model.copy().proto
+    proto = model.copy().lazy_proto
     graph = proto.graph
     constants = {n.output[0]: i for i, n in enumerate(graph.node) if n.op_type == "Constant" and n.output}
     by_node = {graph.node[i].name: out for out, i in constants.items() if graph.node[i].name}
@@ -1183,7 +1183,7 @@ def input_to_initializer(model: Model, /, tensor: str, value: Any, *, check: boo
     argcheck.instance(model, "model", Model, argcheck.MODEL)
     name = argcheck.name(tensor, "tensor", what="input name")
     argcheck.boolean(check, "check")
-    proto = model.copy().proto
+    proto = model.copy().lazy_proto
     info = _main_input(model, proto, name)
     elem = info.type.tensor_type.elem_type
     dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem)) if elem else None
@@ -1230,7 +1230,7 @@ def set_dims(model: Model, /, tensor: str, dims: Mapping[int, Dim] | Sequence[Di
     argcheck.name(tensor, "tensor", what="tensor name")
     dims = _check_dims(dims)
     argcheck.boolean(check, "check")
-    proto = model.copy().proto
+    proto = model.copy().lazy_proto
     info = _io_value(model, proto, tensor)
     old = _declared_shape(info)
     wanted = _wanted_dims(tensor, old, dims)
@@ -1418,7 +1418,7 @@ def replace_op(model: Model, /, old_op: str, new_op_type: str = "Identity", *, n
     argcheck.name(new_domain, "new_domain", what="domain", empty=True)
     argcheck.boolean(keep_attributes, "keep_attributes")
     argcheck.boolean(check, "check")
-    proto = model.copy().proto
+    proto = model.copy().lazy_proto
     domain, op_type = _split_op(old_op)
     new_dom = _norm_domain(new_domain)
     targets = [n for n in _every_node(proto) if n.op_type == op_type and _norm_domain(n.domain) == domain]
@@ -1469,7 +1469,7 @@ def set_opset(model: Model, /, domain: str, version: int | None, *, check: bool 
     argcheck.name(domain, "domain", what="domain", empty=True)
     argcheck.optional(argcheck.integer, version, "version", minimum=1, maximum=argcheck.INT64_MAX)
     argcheck.boolean(check, "check")
-    proto = model.copy().proto
+    proto = model.copy().lazy_proto
     dom = _norm_domain(domain)
     if version is None:
         users = [n for n in _every_node(proto) if _norm_domain(n.domain) == dom]
@@ -1506,7 +1506,7 @@ def cleanup(model: Model, /, *, inputs: bool = True, check: bool = True) -> Mode
     argcheck.instance(model, "model", Model, argcheck.MODEL)
     argcheck.boolean(inputs, "inputs")
     argcheck.boolean(check, "check")
-    proto = model.copy().proto
+    proto = model.copy().lazy_proto
     _clean_graph(proto.graph, top=True, inputs=inputs)
     _clean_functions(proto)
     used = {_norm_domain(n.domain) for n in _every_node(proto)}
@@ -1565,7 +1565,7 @@ def fold_constants(model: Model, /, *, max_bytes: int = 2**20, check: bool = Tru
     argcheck.boolean(check, "check")
     from graphkit.run import run
 
-    proto = model.copy().proto
+    proto = model.copy().lazy_proto
     graph = proto.graph
     index = GraphIndex(graph)
     constants = _constant_names(graph)
@@ -1670,14 +1670,14 @@ def merge(a: Model, b: Model, /, connect: Mapping[str, str], *, prefixes: tuple[
     argcheck.boolean(check, "check")
     _check_connect(a, b, connect)
     pa, pb = (prefixes or ("", ""))
-    left, right = _prefixed(a.proto, pa), _prefixed(b.proto, pb)
+    left, right = _prefixed(a.lazy_proto, pa), _prefixed(b.lazy_proto, pb)
     links = {pb + bi: pa + ao for ao, bi in connect.items()}
     opsets = _merged_opsets(a, b)
     _check_clashes(left, right, set(links), prefixes is not None)
     _rename_scope(right.graph, links, defs=False)
     base_dir = _merged_base(a, b, left, right)
     graph = onnx.GraphProto()
-    graph.name = f"{a.graph.name}+{b.graph.name}"
+    graph.name = f"{a.lazy_proto.graph.name}+{b.lazy_proto.graph.name}"
     graph.node.extend([*left.graph.node, *right.graph.node])
     graph.input.extend([*left.graph.input, *(i for i in right.graph.input if i.name not in links)])
     graph.initializer.extend([*left.graph.initializer, *right.graph.initializer])
@@ -1686,7 +1686,7 @@ def merge(a: Model, b: Model, /, connect: Mapping[str, str], *, prefixes: tuple[
     default_outputs = [o for o in left.graph.output if o.name not in set(links.values())] + list(right.graph.output)
     graph.output.extend(_pick_outputs(default_outputs, left, right, outputs))
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
-    _merge_model_fields(proto, a.proto, b.proto, left, right)
+    _merge_model_fields(proto, a.lazy_proto, b.lazy_proto, left, right)
     result = Model(proto, base_dir, None)
     if check:
         check_or_raise(result, what="the merged model")
@@ -1697,9 +1697,9 @@ def _check_connect(a: Model, b: Model, connect: Mapping[str, str]) -> None:
     if not connect:
         raise EditError("merge needs at least one connection {a_output: b_input}",
                         hint="name which output of the first model feeds which input of the second")
-    outs = {o.name: o for o in a.graph.output}
-    inits = {t.name for t in b.graph.initializer}
-    ins = {i.name: i for i in b.graph.input if i.name not in inits}
+    outs = {o.name: o for o in a.lazy_proto.graph.output}
+    inits = {t.name for t in b.lazy_proto.graph.initializer}
+    ins = {i.name: i for i in b.lazy_proto.graph.input if i.name not in inits}
     for ao, bi in connect.items():
         if ao not in outs:
             raise not_found(TensorNotFoundError, "graph output", ao, outs, where=a.name)
@@ -1748,7 +1748,7 @@ def _prefix_graph(graph: onnx.GraphProto, mapping: Mapping[str, str]) -> None:
 def _merged_opsets(a: Model, b: Model) -> dict[str, int]:
     found: dict[str, int] = {}
     for model in (a, b):
-        for entry in model.proto.opset_import:
+        for entry in model.lazy_proto.opset_import:
             dom = _norm_domain(entry.domain)
             if dom in found and found[dom] != entry.version:
                 raise EditError(f"{a.name} imports {dom or 'ai.onnx'} opset {found[dom]} but {b.name} imports "
@@ -1850,7 +1850,7 @@ def to_graphsurgeon(model: Model) -> Any:
     argcheck.instance(model, "model", Model, argcheck.MODEL)
     import onnx_graphsurgeon as gs
 
-    graph = gs.import_onnx(model.copy().proto)
+    graph = gs.import_onnx(model.copy().lazy_proto)
     _lazy_external(graph, model, gs)
     return graph
 
@@ -1901,7 +1901,7 @@ def from_graphsurgeon(graph: Any, *, like: Model | None = None, check: bool = Tr
             tensor.data_location = onnx.TensorProto.DEFAULT
     base_dir = None
     if like is not None:
-        _restore_fields(proto, like.proto)
+        _restore_fields(proto, like.lazy_proto)
         base_dir = like.base_dir
     result = Model(proto, base_dir, None)
     if check:

@@ -162,7 +162,7 @@ class Exposure:
         return {
             "added": [_sig_dict(s) for s in self.added],
             "already_outputs": list(self.already_outputs),
-            "outputs": len(self.model.graph.output),
+            "outputs": len(self.model.lazy_proto.graph.output),
             "typed_by": dict(self.typed_by),
             "notes": list(self.notes),
         }
@@ -246,7 +246,7 @@ class _Graph:
 
     def __init__(self, model: Model, *, fast: bool = True) -> None:
         self.model = model
-        self.graph = model.graph
+        self.graph = model.lazy_proto.graph
         #: Whether the fast paths (backward-scan cut, type propagation) may be tried.
         self.fast = fast
         self.nodes: list[onnx.NodeProto] = list(self.graph.node)  # (a list indexes faster than the proto's)
@@ -719,9 +719,9 @@ def _inferred_types(
     halves what it parses. Weights on disk are never read.
     """
     proto = onnx.ModelProto()
-    proto.ir_version = g.model.proto.ir_version
-    proto.opset_import.extend(g.model.proto.opset_import)
-    proto.functions.extend(g.model.proto.functions)
+    proto.ir_version = g.model.lazy_proto.ir_version
+    proto.opset_import.extend(g.model.lazy_proto.opset_import)
+    proto.functions.extend(g.model.lazy_proto.functions)
     graph = proto.graph  # (built in place: copying 10^4 nodes twice costs as much as inferring a few)
     graph.name = g.graph.name or "graph"
     graph.node.extend(nodes)
@@ -773,7 +773,7 @@ def _observed_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypePr
     rt = importlib.import_module("graphkit.run")  # onnxruntime is imported only when needed
 
     proto = onnx.ModelProto()
-    proto.CopyFrom(model.proto)
+    proto.CopyFrom(model.lazy_proto)
     present = {o.name for o in proto.graph.output}
     for name in names:
         if name not in present:
@@ -803,9 +803,9 @@ def _observed_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypePr
 def _dynamic_input_shapes(model: Model) -> dict[str, list[int]]:
     from graphkit.summary import shape_of
 
-    initializers = {t.name for t in model.graph.initializer}
+    initializers = {t.name for t in model.lazy_proto.graph.initializer}
     shapes: dict[str, list[int]] = {}
-    for value in model.graph.input:
+    for value in model.lazy_proto.graph.input:
         if value.name in initializers:
             continue
         shape = shape_of(value)
@@ -919,7 +919,7 @@ def _propagated_types(
     """
     if len(g.graph.value_info) or len(g.graph.sparse_initializer):
         return None
-    opset = next((o.version for o in g.model.proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    opset = next((o.version for o in g.model.lazy_proto.opset_import if o.domain in ("", "ai.onnx")), 0)
     typer = propagate.Typer(opset)
     types: dict[str, propagate.FastType] = {}
     if region is None:
@@ -1224,7 +1224,7 @@ def extract_with_report(
 
     _check_cut_args(model, check, types, observe, inputs=inputs, outputs=outputs)
     done = _extract(model, inputs, outputs, check=check, types=types, observe=observe)
-    g, cut, proto = done.graph, done.cut, done.model.proto
+    g, cut, proto = done.graph, done.cut, done.model.lazy_proto
     kept = [g.initializers[n] for n in cut.initializers if n in g.initializers]
     return Extraction(
         model=done.model,
@@ -1335,7 +1335,7 @@ def _build_extracted(
     g: _Graph, cut: _Cut, inputs: Sequence[str], outputs: Sequence[str], types: Mapping[str, onnx.TypeProto]
 ) -> tuple[onnx.ModelProto, bool]:
     """The new ModelProto: only the kept parts are copied (weights stay references)."""
-    source = g.model.proto
+    source = g.model.lazy_proto
     proto = onnx.ModelProto()
     for name in ("ir_version", "producer_name", "producer_version", "domain", "model_version", "doc_string"):
         if source.HasField(name):
@@ -1487,7 +1487,7 @@ def expose_with_report(
             if check:
                 require_sound(model)
             raise
-    proto = result.proto
+    proto = result.lazy_proto
     g_outputs = len(proto.graph.output) - len(new)
     return Exposure(
         model=result,
@@ -1515,8 +1515,8 @@ def _expose(
     new = [n for n in names if n not in present]
     typing = _type_boundary(g, [], new, _normalize_types(types), observe=observe, output_flag="--tensors")
     proto = onnx.ModelProto()
-    proto.CopyFrom(model.proto)
-    templates = {v.name: v for v in model.graph.value_info}
+    proto.CopyFrom(model.lazy_proto)
+    templates = {v.name: v for v in model.lazy_proto.graph.value_info}
     for name in new:
         proto.graph.output.append(_value_info(name, typing.types[name], templates.get(name)))
     result = model.derive(proto)

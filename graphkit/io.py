@@ -36,8 +36,9 @@ from graphkit.errors import (
     WriteError,
 )
 from graphkit.model import (
-    BORROWED_KEY,
     Model,
+    borrowed_path,
+    borrowing,
     has_external_data,
     is_borrowed,
     is_external,
@@ -45,6 +46,7 @@ from graphkit.model import (
     iter_initializers,
     iter_tensors,
     outline,
+    unborrow,
 )
 
 __all__ = [
@@ -90,10 +92,10 @@ def load(path: str | os.PathLike[str], *, lazy: bool | None = None) -> Model:
     """Load an ONNX model, leaving its external weights on disk.
 
     A large model file (``LAZY_FILE_MIN``) is scanned, not parsed whole: its large inline weights
-    stay in the file and are referenced there, like external data (marked ``BORROWED_KEY``), so
-    loading costs time proportional to the graph, not the weights. Saving writes them inline again
-    (streamed from the file); ``tensor_value`` and ONNX Runtime read them from the file. The file
-    must then stay unchanged while the Model is in use.
+    stay in the file (borrowed, see ``graphkit.model``), so loading costs time proportional to the
+    graph, not the weights. Saving writes them inline again (streamed from the file);
+    ``tensor_value`` and ONNX Runtime read them from the file, and ``Model.proto`` reads them in. The
+    file must then stay unchanged while the Model is in use.
 
     Args:
         path: The ``.onnx`` file.
@@ -182,17 +184,23 @@ def _varint_bytes(value: int) -> bytes:
             return bytes(out)
 
 
-def _skip(buf: mmap.mmap | bytes, wire: int, pos: int) -> int:
+def _skip(buf: mmap.mmap | bytes, wire: int, pos: int, end: int) -> int:
+    """The position after the field value at ``pos``; a value reaching past ``end`` is an error (checked
+    here, so no length read from the file ever sends the scan walking through bytes it should skip)."""
     if wire == 0:
-        return _varint(buf, pos)[1]
-    if wire == 1:
-        return pos + 8
-    if wire == 2:
+        after = _varint(buf, pos)[1]
+    elif wire == 1:
+        after = pos + 8
+    elif wire == 2:
         length, pos = _varint(buf, pos)
-        return pos + length
-    if wire == 5:
-        return pos + 4
-    raise ValueError(f"unsupported wire type {wire}")
+        after = pos + length
+    elif wire == 5:
+        after = pos + 4
+    else:
+        raise ValueError(f"unsupported wire type {wire} at byte {pos}")
+    if after > end:
+        raise ValueError(f"a field at byte {pos} runs past the end of its message (byte {end})")
+    return after
 
 
 def _field_len(field: int, length: int) -> bytes:
@@ -202,12 +210,14 @@ def _field_len(field: int, length: int) -> bytes:
 def _scan_model_file(file: Path) -> bytes:
     """The model's bytes with each large inline initializer replaced by a stub pointing into the file.
 
-    Only the ModelProto's and the main GraphProto's field headers are read in Python; everything
-    else is copied through as byte ranges, and the weights are never read.
+    Only the ModelProto's and the main GraphProto's field headers (and the leading header fields of
+    large initializers) are read in Python; everything else is copied through as byte ranges, and
+    the weights are never read. Every length is checked against its enclosing message before it is
+    used, so a corrupt file fails at the first impossible length.
     """
     with open(file, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         try:
-            return _scan_model(buf, file.name)
+            return _scan_model(buf, file.name, borrowing(file.resolve()))
         except (ValueError, IndexError) as err:
             raise CorruptModelError(
                 f"{file} is not a readable ONNX model ({err})",
@@ -215,7 +225,7 @@ def _scan_model_file(file: Path) -> bytes:
             ) from err
 
 
-def _scan_model(buf: mmap.mmap, location: str) -> bytes:
+def _scan_model(buf: mmap.mmap, location: str, mark: onnx.StringStringEntryProto) -> bytes:
     pieces: list[bytes] = []
     pos, end = 0, len(buf)
     while pos < end:
@@ -223,28 +233,28 @@ def _scan_model(buf: mmap.mmap, location: str) -> bytes:
         if key == (7 << 3 | 2):  # ModelProto.graph
             length, start = _varint(buf, body)
             if start + length > end:
-                raise ValueError("truncated graph")
-            graph = _scan_graph(buf, start, start + length, location)
+                raise ValueError(f"the graph needs {start + length} bytes, the file has {end}")
+            graph = _scan_graph(buf, start, start + length, location, mark)
             pieces.append(_field_len(7, len(graph)) + graph)
             pos = start + length
         else:
-            after = _skip(buf, key & 7, body)
+            after = _skip(buf, key & 7, body, end)
             pieces.append(buf[pos:after])
             pos = after
-    if pos != end:
-        raise ValueError("truncated model")
     return b"".join(pieces)
 
 
-def _scan_graph(buf: mmap.mmap, start: int, end: int, location: str) -> bytes:
+def _scan_graph(buf: mmap.mmap, start: int, end: int, location: str, mark: onnx.StringStringEntryProto) -> bytes:
     pieces: list[bytes] = []
     run = pos = start
     while pos < end:
         key, body = _varint(buf, pos)
         if key == (5 << 3 | 2):  # GraphProto.initializer
             length, inner = _varint(buf, body)
+            if inner + length > end:
+                raise ValueError(f"an initializer at byte {pos} runs past the end of the graph (byte {end})")
             if length >= LAZY_TENSOR_MIN:
-                stub = _stub_tensor(buf, inner, inner + length, location)
+                stub = _stub_tensor(buf, inner, inner + length, location, mark)
                 if stub is not None:
                     pieces.append(buf[run:pos])
                     pieces.append(_field_len(5, len(stub)) + stub)
@@ -252,48 +262,56 @@ def _scan_graph(buf: mmap.mmap, start: int, end: int, location: str) -> bytes:
                     continue
             pos = inner + length
         else:
-            pos = _skip(buf, key & 7, body)
-    if pos != end:
-        raise ValueError("truncated graph")
+            pos = _skip(buf, key & 7, body, end)
     pieces.append(buf[run:end])
     return b"".join(pieces)
 
 
-def _stub_tensor(buf: mmap.mmap, start: int, end: int, location: str) -> bytes | None:
-    """A TensorProto's bytes without its raw_data, pointing at where raw_data lies in the file."""
+#: TensorProto fields that hold typed (not raw) data: such a tensor is parsed, not borrowed.
+_TYPED_DATA_FIELDS = frozenset((4, 5, 6, 7, 10, 11))
+#: A borrowable tensor has a few header fields (dims, type, name, ...): past this many, the walk stops.
+_STUB_MAX_FIELDS = 4096
+
+
+def _stub_tensor(buf: mmap.mmap, start: int, end: int, location: str,
+                 mark: onnx.StringStringEntryProto) -> bytes | None:
+    """A TensorProto's bytes without its raw_data, borrowing it from where raw_data lies in the file;
+    None for a tensor that is not borrowed (external already, typed data, small raw data).
+
+    The walk stops at the first field that rules borrowing out, so a tensor of millions of unpacked
+    values costs one field, not millions of Python steps.
+    """
     pieces: list[bytes] = []
     raw: tuple[int, int] | None = None
     pos = start
+    fields = 0
     while pos < end:
+        fields += 1
+        if fields > _STUB_MAX_FIELDS:
+            return None
         key, body = _varint(buf, pos)
         field, wire = key >> 3, key & 7
-        after = _skip(buf, wire, body)
-        if field in (13, 14):  # already external: leave it as it is
+        if field in _TYPED_DATA_FIELDS or field == 13:  # typed data, or external_data: leave it as it is
             return None
-        if field == 9 and wire == 2:
+        after = _skip(buf, wire, body, end)
+        if field == 14 and wire == 0:  # data_location: explicit DEFAULT is inline data like no entry at all
+            if _varint(buf, body)[0] != onnx.TensorProto.DEFAULT:
+                return None
+        elif field == 9 and wire == 2:
             length, payload = _varint(buf, body)
             raw = (payload, length)
         else:
             pieces.append(buf[pos:after])
         pos = after
-    if raw is None or raw[1] < LAZY_TENSOR_MIN or pos != end:
+    if raw is None or raw[1] < LAZY_TENSOR_MIN:
         return None
     extra = onnx.TensorProto()
     extra.data_location = onnx.TensorProto.EXTERNAL
     for key_, value in (("location", location), ("offset", str(raw[0])), ("length", str(raw[1]))):
         entry = extra.external_data.add()
         entry.key, entry.value = key_, value
-    mark = extra.metadata_props.add()
-    mark.key, mark.value = BORROWED_KEY, "1"
+    extra.metadata_props.append(mark)
     return b"".join(pieces) + extra.SerializeToString()
-
-
-def _unborrow(tensor: onnx.TensorProto) -> None:
-    """Drop the borrowed mark (the tensor's data is being written out for real)."""
-    marks = [e for e in tensor.metadata_props if e.key != BORROWED_KEY]
-    if len(marks) != len(tensor.metadata_props):
-        del tensor.metadata_props[:]
-        tensor.metadata_props.extend(marks)
 
 
 def _parse(data: bytes, label: str) -> tuple[onnx.ModelProto, bool]:
@@ -495,12 +513,16 @@ def external_ref(model: Model, tensor: onnx.TensorProto, *, where: str = "") -> 
     location = entries.get("location", "")
     if not location:
         raise ExternalDataError(f"{context} is external but has no location", hint="the model file is corrupted")
-    if model.base_dir is None:
+    borrowed = borrowed_path(tensor)
+    if borrowed is not None:  # (the model file itself, as load found it: wherever a symlink to it sits)
+        path = borrowed
+    elif model.base_dir is None:
         raise ExternalDataError(
             f"{context} keeps its data in {location!r} but the model has no folder to read it from",
             hint="load the model from its file with graphkit.load so its weights can be found",
         )
-    path = resolve_location(model.base_dir, location, context=context)
+    else:
+        path = resolve_location(model.base_dir, location, context=context)
     try:
         offset = int(entries.get("offset", "0"))
         length = int(entries["length"]) if "length" in entries else -1
@@ -509,6 +531,11 @@ def external_ref(model: Model, tensor: onnx.TensorProto, *, where: str = "") -> 
     try:
         info = path.stat()
     except OSError as err:
+        if err.errno == errno.ENAMETOOLONG:
+            raise ExternalDataError(
+                f"{context}: its external-data location {_shown(location)} is too long a path for this system",
+                hint="the model file is corrupted or hand-edited; external data names are short file names",
+            ) from err
         raise ExternalDataError(
             f"{context}: its external data file {location!r} is missing from {model.base_dir}",
             hint="copy the weights file next to the model, keeping its name",
@@ -535,8 +562,22 @@ def resolve_location(base_dir: Path, location: str, *, context: str = "a tensor"
     """Resolve an external-data location, refusing anything outside ``base_dir``.
 
     Raises:
-        UnsafePathError: The location is absolute, contains ``..``, or resolves (through symlinks) outside.
+        UnsafePathError: The location is absolute, contains ``..`` or a NUL byte, or resolves (through
+            symlinks) outside.
+        ExternalDataError: A path component is longer than a file name can be, or symlinks loop.
     """
+    if "\0" in location:
+        raise UnsafePathError(
+            f"{context}: external-data location {_shown(location)} contains a NUL byte; refused",
+            hint="the model file is corrupted or hand-edited; external data must name a file inside the model's folder",
+        )
+    too_long = next((part for part in location.replace("\\", "/").split("/") if len(part.encode()) > _NAME_MAX), None)
+    if too_long is not None:
+        raise ExternalDataError(
+            f"{context}: external-data location {_shown(location)} has a path component of "
+            f"{len(too_long.encode())} bytes, over the {_NAME_MAX} a file name can have",
+            hint="the model file is corrupted or hand-edited; external data names are short file names",
+        )
     candidate = Path(location)
     if candidate.is_absolute() or location.startswith(("/", "\\")) or (len(location) > 1 and location[1] == ":"):
         raise UnsafePathError(
@@ -548,14 +589,30 @@ def resolve_location(base_dir: Path, location: str, *, context: str = "a tensor"
             f"{context}: external-data location {location!r} leaves the model's folder; refused",
             hint="external data must be a relative path inside the model's folder",
         )
-    root = base_dir.resolve()
-    resolved = (root / candidate).resolve()
+    try:
+        root = base_dir.resolve()
+        resolved = (root / candidate).resolve()
+    except (OSError, RuntimeError) as err:  # (RuntimeError: a symlink loop, before Python 3.13)
+        raise ExternalDataError(
+            f"{context}: external-data location {_shown(location)} cannot be resolved ({err})",
+            hint="a symlink in the model's folder loops or is broken; copy the weights file itself there",
+        ) from err
     if resolved != root and root not in resolved.parents:
         raise UnsafePathError(
             f"{context}: external-data location {location!r} resolves to {resolved}, outside {root}; refused",
             hint="a symlink points out of the model's folder; copy the weights into the folder instead",
         )
     return resolved
+
+
+#: The longest file name (one path component) common file systems allow, in bytes.
+_NAME_MAX = 255
+
+
+def _shown(location: str) -> str:
+    """``location`` for a message: quoted, control characters escaped, cut to a readable length."""
+    text = repr(location)
+    return text if len(text) <= 80 else f"{text[:60]}...{text[-15:]} ({len(location)} characters)"
 
 
 def tensor_nbytes(tensor: onnx.TensorProto) -> int:
@@ -623,7 +680,7 @@ def tensor_value(model: Model, tensor: onnx.TensorProto) -> np.ndarray:
     inline = onnx.TensorProto()
     inline.CopyFrom(tensor)
     del inline.external_data[:]
-    inline.data_location = onnx.TensorProto.DEFAULT
+    inline.ClearField("data_location")
     inline.raw_data = read_external_bytes(model, tensor)
     return _to_array(inline, model)
 
@@ -643,10 +700,49 @@ def _to_array(tensor: onnx.TensorProto, model: Model) -> np.ndarray:
         ) from err
 
 
+def runtime_bytes(model: Model) -> tuple[bytes, Path | None]:
+    """The model's bytes for ONNX Runtime, and the folder it must read external data from (None: none).
+
+    Every external tensor is checked first (contained, present, long enough). Borrowed weights stay in
+    the model file when ONNX Runtime finds that file in the folder under the name they give; otherwise
+    (a model reached through a symlink, or re-based elsewhere) they are read into the bytes.
+
+    Raises:
+        UnsafePathError: An external-data location escapes the model's folder.
+        ExternalDataError: An external-data file is missing or too short.
+    """
+    proto = model.lazy_proto
+    if not has_external_data(proto):
+        return proto.SerializeToString(), None
+    far = False
+    for tensor, where in iter_tensors(proto):
+        if is_external(tensor):
+            ref = external_ref(model, tensor, where=where)
+            far = far or (is_borrowed(tensor) and not _found_as(model, ref))
+    if far:
+        proto = onnx.ModelProto()
+        proto.CopyFrom(model.lazy_proto)
+        for tensor, _ in iter_tensors(proto):
+            if is_borrowed(tensor) and not _found_as(model, external_ref(model, tensor)):
+                _inline_one(model, tensor)
+    return proto.SerializeToString(), model.base_dir if has_external_data(proto) else None
+
+
+def _found_as(model: Model, ref: ExternalRef) -> bool:
+    """Whether ``ref.location`` in the model's folder is ``ref.path`` without leaving the folder through
+    a symlink (ONNX Runtime refuses that)."""
+    if model.base_dir is None:
+        return False
+    try:
+        return (model.base_dir / ref.location).resolve() == ref.path and model.base_dir.resolve() in ref.path.parents
+    except (OSError, RuntimeError):
+        return False
+
+
 def inline_proto(model: Model) -> onnx.ModelProto:
     """A copy of the model's proto with every external tensor's data read in (for small models)."""
     clone = onnx.ModelProto()
-    clone.CopyFrom(model.proto)
+    clone.CopyFrom(model.lazy_proto)
     _inline_external(model, clone)
     return clone
 
@@ -699,7 +795,7 @@ def save(
         if saved is not None:
             return saved
     proto = onnx.ModelProto()
-    proto.CopyFrom(model.proto)
+    proto.CopyFrom(model.lazy_proto)
     has_external = has_external_data(proto)
     borrowed = 0
     if has_external:
@@ -737,13 +833,13 @@ def _save_inline_fast(model: Model, dest: Path, folder: Path, *, allow_external:
     Returns None, having written nothing, when the model has (or may have) external data, or is too
     large for one file and ``allow_external`` (``save`` then decides as usual).
     """
-    data = _serialize(model.proto)
+    data = _serialize(model.lazy_proto)
     if data is None or (allow_external and len(data) > INLINE_LIMIT) or outline(data).has_external_data:
         return None  # (the outline never misses an external tensor: no False where has_external_data is True)
     with _atomic_pair(dest, None) as (tmp_model, _):
-        _write_proto(model.proto, tmp_model, dest, data)
+        _write_proto(model.lazy_proto, tmp_model, dest, data)
     proto = onnx.ModelProto()
-    proto.CopyFrom(model.proto)  # (the saved model owns its proto, as on the general path)
+    proto.CopyFrom(model.lazy_proto)  # (the saved model owns its proto, as on the general path)
     log.info("wrote %s", dest)
     return Model(proto, folder.resolve(), dest)
 
@@ -770,7 +866,7 @@ def _write_spliced(model: Model, proto: onnx.ModelProto, tmp: Path, dest: Path) 
             head_proto.CopyFrom(tensor)
             del head_proto.external_data[:]
             head_proto.ClearField("data_location")
-            _unborrow(head_proto)
+            unborrow(head_proto)
             head = head_proto.SerializeToString() + _field_len(9, ref.length)
             records.append((_field_len(5, len(head) + ref.length) + head, ref))
         else:
@@ -799,12 +895,12 @@ def _write_spliced(model: Model, proto: onnx.ModelProto, tmp: Path, dest: Path) 
                 sources[source.path] = stack.enter_context(open(source.path, "rb"))
             _copy_range(sources[source.path], out, source.offset, source.length)
     position = iter(offsets)
+    mark = borrowing(dest.resolve())
     for tensor in result.graph.initializer:
         if is_external(tensor):
             offset, length = next(position)
             _point_at(tensor, dest.name, offset, length)
-            mark = tensor.metadata_props.add()
-            mark.key, mark.value = BORROWED_KEY, "1"
+            tensor.metadata_props.append(mark)
     return result
 
 
@@ -820,9 +916,9 @@ def _serialize(proto: onnx.ModelProto) -> bytes | None:
 def _inline_one(model: Model, tensor: onnx.TensorProto) -> None:
     data = read_external_bytes(model, tensor)
     del tensor.external_data[:]
-    tensor.data_location = onnx.TensorProto.DEFAULT
+    tensor.ClearField("data_location")  # (no explicit DEFAULT: inline data is the default)
     tensor.raw_data = data
-    _unborrow(tensor)
+    unborrow(tensor)
 
 
 def _write_proto(proto: onnx.ModelProto, tmp: Path, dest: Path, serialized: bytes | None = None) -> None:
@@ -915,7 +1011,7 @@ def _clear_data(tensor: onnx.TensorProto) -> None:
 
 def _point_at(tensor: onnx.TensorProto, location: str, offset: int, length: int) -> None:
     _clear_data(tensor)
-    _unborrow(tensor)
+    unborrow(tensor)
     del tensor.external_data[:]
     tensor.data_location = onnx.TensorProto.EXTERNAL
     for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):

@@ -3,53 +3,101 @@
 A bare ModelProto cannot remember where its weights are; saving it elsewhere then points at a data
 file that is not there. ``Model`` carries that folder (``base_dir``) everywhere, so every transform
 and every writer can find the weights without reading them until their values are needed.
+
+A large inline model loaded lazily keeps its large weights in its own file: graphkit holds them as
+*borrowed* tensors (external-data entries pointing into the .onnx file, marked with this process's
+token) in ``Model.lazy_proto``. ``Model.proto`` reads them in the first time it is asked for, so what
+users get is always a standard ModelProto.
 """
 
 from __future__ import annotations
 
 import functools
+import secrets
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import onnx
 
-__all__ = ["BORROWED_KEY", "Model", "Outline", "has_external_data", "is_borrowed", "is_external", "iter_graphs", "iter_initializers", "iter_tensors", "outline"]
+__all__ = [
+    "BORROWED_KEY",
+    "Model",
+    "Outline",
+    "borrowed_path",
+    "borrowing",
+    "function_tensors",
+    "has_external_data",
+    "is_borrowed",
+    "is_external",
+    "iter_graphs",
+    "iter_initializers",
+    "iter_tensors",
+    "outline",
+    "unborrow",
+]
 
-#: Marks (in TensorProto.metadata_props) an inline weight that ``graphkit.load`` left in the model file:
-#: its external-data entries point into the .onnx file itself, and saving writes it inline again.
+#: Marks (in TensorProto.metadata_props of ``Model.lazy_proto``) an inline weight that ``graphkit.load``
+#: left in the model file: its external-data entries point into the .onnx file itself.
 BORROWED_KEY = "graphkit.borrowed"
+#: The mark's value starts with this token, unknown outside this process: a file cannot carry a mark
+#: graphkit would trust (a trusted mark skips the containment check, as it names the model file itself).
+_TOKEN = secrets.token_hex(16)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, init=False)
 class Model:
     """An ONNX model and the folder its external weights are read from.
 
     Attributes:
-        proto: The ModelProto. External weights are referenced, not loaded.
+        lazy_proto: The ModelProto as graphkit holds it, for graphkit's own structure-only work: after a
+            lazy load its large inline weights are borrowed (still in the file). Never hand it to onnx.
         base_dir: The folder external-data locations are relative to (None: no external data).
         path: The file the model was loaded from, if any.
     """
 
-    proto: onnx.ModelProto
+    lazy_proto: onnx.ModelProto = field(repr=False)
     base_dir: Path | None = None
     path: Path | None = None
+    #: Whether ``proto`` has already read in what was borrowed (one walk per Model, not per access).
+    _standard: bool = field(default=False, repr=False)
+
+    def __init__(self, proto: onnx.ModelProto, base_dir: Path | None = None, path: Path | None = None) -> None:
+        object.__setattr__(self, "lazy_proto", proto)
+        object.__setattr__(self, "base_dir", base_dir)
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "_standard", False)
+
+    @property
+    def proto(self) -> onnx.ModelProto:
+        """The ModelProto, standard: onnx.save, onnx.checker and ONNX Runtime take it as they take
+        onnx.load's result (external weights stay references to files in ``base_dir``).
+
+        Weights a lazy load left in the model file are read in on first access (in place: afterwards
+        the model holds them in memory, as onnx.load would).
+        """
+        proto = self.lazy_proto
+        if not self._standard:
+            if has_external_data(proto):
+                _read_borrowed(proto)
+            object.__setattr__(self, "_standard", True)
+        return proto
 
     @property
     def graph(self) -> onnx.GraphProto:
-        """The main graph."""
+        """The main graph of ``proto``."""
         return self.proto.graph
 
     @property
     def name(self) -> str:
         """The file the model came from, or its graph name, for messages."""
-        return str(self.path) if self.path is not None else f"model {self.proto.graph.name!r}"
+        return str(self.path) if self.path is not None else f"model {self.lazy_proto.graph.name!r}"
 
     def copy(self) -> Model:
-        """Return a deep copy that shares the weights' folder."""
+        """Return a deep copy that shares the weights' folder (borrowed weights stay borrowed)."""
         clone = onnx.ModelProto()
-        clone.CopyFrom(self.proto)
+        clone.CopyFrom(self.lazy_proto)
         return Model(clone, self.base_dir, self.path)
 
     def derive(self, proto: onnx.ModelProto) -> Model:
@@ -58,38 +106,95 @@ class Model:
 
     @property
     def has_external_data(self) -> bool:
-        """Whether any tensor's data lives in an external file."""
-        return has_external_data(self.proto)
+        """Whether any tensor of ``proto`` keeps its data in an external file (borrowed weights do not)."""
+        return any(is_external(t) and not is_borrowed(t) for t, _ in iter_tensors(self.lazy_proto)) \
+            if has_external_data(self.lazy_proto) else False
 
     def serialized(self) -> bytes:
-        """The ModelProto's bytes (external weights stay references)."""
-        return self.proto.SerializeToString()
+        """The bytes of ``lazy_proto`` (external and borrowed weights stay references)."""
+        return self.lazy_proto.SerializeToString()
 
 
 def has_external_data(proto: onnx.ModelProto) -> bool:
-    """Whether any tensor of ``proto`` (as ``iter_tensors`` finds them) keeps its data in an external file."""
+    """Whether any tensor of ``proto`` (as ``iter_tensors`` finds them, borrowed ones included) keeps its
+    data in an external file."""
     external = onnx.TensorProto.EXTERNAL
-    for graph, where in iter_graphs(proto.graph):  # (no generator step per initializer: graphs have 10^4)
-        if external in [t.data_location for t in graph.initializer]:
-            return True
-        for sparse in graph.sparse_initializer:
-            if is_external(sparse.values) or is_external(sparse.indices):
-                return True
-        if any(is_external(t) for t, _ in _attribute_tensors(graph.node, where)):
-            return True
-    return any(is_external(t) for func in proto.functions for t, _ in _attribute_tensors(func.node, ""))
+    graph = proto.graph
+    if external in [t.data_location for t in graph.initializer]:  # (the usual answer, without a generator step per tensor)
+        return True
+    return any(t.data_location == external for t, _ in iter_tensors(proto))
 
 
 def is_external(tensor: onnx.TensorProto) -> bool:
-    """Whether ``tensor`` keeps its data in an external file."""
+    """Whether ``tensor`` keeps its data in an external file (or, borrowed, in the model file)."""
     return tensor.data_location == onnx.TensorProto.EXTERNAL
 
 
 def is_borrowed(tensor: onnx.TensorProto) -> bool:
     """Whether ``tensor`` is an inline weight left in its model file by a lazy load (see ``BORROWED_KEY``)."""
-    return tensor.data_location == onnx.TensorProto.EXTERNAL and any(
-        e.key == BORROWED_KEY for e in tensor.metadata_props
-    )
+    return borrowed_path(tensor) is not None
+
+
+def borrowed_path(tensor: onnx.TensorProto) -> Path | None:
+    """The model file a borrowed ``tensor`` lies in (resolved when it was loaded), or None if not borrowed."""
+    if tensor.data_location != onnx.TensorProto.EXTERNAL or not len(tensor.metadata_props):
+        return None
+    for entry in tensor.metadata_props:
+        if entry.key == BORROWED_KEY and entry.value.startswith(_TOKEN + ":"):
+            return Path(entry.value[len(_TOKEN) + 1:])
+    return None
+
+
+def borrowing(path: Path) -> onnx.StringStringEntryProto:
+    """The mark that makes a tensor borrowed from the model file ``path`` (already resolved)."""
+    return onnx.StringStringEntryProto(key=BORROWED_KEY, value=f"{_TOKEN}:{path}")
+
+
+def unborrow(tensor: onnx.TensorProto) -> None:
+    """Drop the borrowed mark (the tensor's data is being written out, or read in, for real)."""
+    marks = [e for e in tensor.metadata_props if e.key != BORROWED_KEY]
+    if len(marks) != len(tensor.metadata_props):
+        del tensor.metadata_props[:]
+        tensor.metadata_props.extend(marks)
+
+
+def _read_borrowed(proto: onnx.ModelProto) -> None:
+    """Read every borrowed tensor's data into it, making it an ordinary inline tensor.
+
+    Raises:
+        ExternalDataError: The model file changed since it was loaded (shorter than a tensor needs).
+    """
+    from graphkit.errors import ExternalDataError
+
+    handles: dict[Path, Any] = {}
+    try:
+        for tensor, where in iter_tensors(proto):
+            path = borrowed_path(tensor)
+            if path is None:
+                continue
+            entries = {e.key: e.value for e in tensor.external_data}
+            offset, length = int(entries.get("offset", "0")), int(entries.get("length", "0"))
+            try:
+                handle = handles.get(path) or handles.setdefault(path, open(path, "rb"))  # noqa: SIM115
+                handle.seek(offset)
+                data = handle.read(length)
+            except OSError as err:
+                raise ExternalDataError(
+                    f"tensor {tensor.name!r} ({where}): cannot read it from {path}: {err.strerror}",
+                    hint="the model file moved or changed after it was loaded; load it again",
+                ) from err
+            if len(data) != length:
+                raise ExternalDataError(
+                    f"tensor {tensor.name!r} ({where}): {path} ended early",
+                    hint="the model file changed after it was loaded; load it again",
+                )
+            del tensor.external_data[:]
+            tensor.ClearField("data_location")
+            tensor.raw_data = data
+            unborrow(tensor)
+    finally:
+        for handle in handles.values():
+            handle.close()
 
 
 def iter_graphs(graph: onnx.GraphProto, path: str = "") -> Iterator[tuple[onnx.GraphProto, str]]:
@@ -108,7 +213,7 @@ def iter_graphs(graph: onnx.GraphProto, path: str = "") -> Iterator[tuple[onnx.G
             kind = attr.type
             if kind != _GRAPH and kind != _GRAPHS:
                 continue
-            label = f"{path + ' > ' if path else ''}node {node.name or node.op_type!r}.{attr.name}"
+            label = _body_label(path, node, attr)
             if kind == _GRAPH:
                 yield from iter_graphs(attr.g, label)
             else:
@@ -117,46 +222,69 @@ def iter_graphs(graph: onnx.GraphProto, path: str = "") -> Iterator[tuple[onnx.G
 
 
 def iter_tensors(proto: onnx.ModelProto) -> Iterator[tuple[onnx.TensorProto, str]]:
-    """Yield every TensorProto that may carry weights: initializers and tensor attributes.
+    """Yield every TensorProto of the model that may carry weights, with where it is.
 
-    Covers the main graph, subgraphs and local functions; each with a short description of where it is.
+    The one walk over a model's tensors: initializers and sparse initializers (values and indices),
+    tensor, tensors, sparse-tensor and sparse-tensors attributes (Constant's value and sparse_value
+    among them) of every node, in the main graph, in If/Loop/Scan bodies at any depth, and in local
+    functions and the bodies of their nodes at any depth. Each graph's own tensors come before its
+    bodies'; the main graph comes first, then the functions in order.
     """
     yield from _graph_tensors(proto.graph, "")
     for func in proto.functions:
-        yield from _attribute_tensors(func.node, f"function {func.domain}::{func.name}")
+        yield from function_tensors(func)
+
+
+def function_tensors(func: onnx.FunctionProto) -> Iterator[tuple[onnx.TensorProto, str]]:
+    """``iter_tensors`` for one local function: its nodes' tensor attributes and its bodies' tensors."""
+    label = f"function {func.domain}::{func.name}" if func.domain else f"function {func.name}"
+    yield from _node_tensors(func.node, label, label)
 
 
 def _graph_tensors(graph: onnx.GraphProto, path: str) -> Iterator[tuple[onnx.TensorProto, str]]:
-    """The tensors of ``graph`` then of its subgraphs in ``iter_graphs`` order, in one pass over its nodes."""
     where = path or "main graph"
     for tensor in graph.initializer:
         yield tensor, where
     for sparse in graph.sparse_initializer:
         yield sparse.values, where
         yield sparse.indices, where
+    yield from _node_tensors(graph.node, path, where)
+
+
+def _node_tensors(nodes: Iterable[onnx.NodeProto], path: str, where: str) -> Iterator[tuple[onnx.TensorProto, str]]:
+    """The attribute tensors of ``nodes`` (in one pass over them), then every tensor of their bodies."""
     bodies: list[tuple[onnx.GraphProto, str]] = []
-    for node in graph.node:
+    for node in nodes:
         attributes = node.attribute
         if not attributes:
             continue
         for attr in attributes:
             kind = attr.type
-            if kind == onnx.AttributeProto.TENSOR:
+            if kind not in _TENSOR_OR_GRAPH:
+                continue
+            if kind == _TENSOR:
                 yield attr.t, where
-            elif kind == onnx.AttributeProto.TENSORS:
+            elif kind == _TENSORS:
                 for t in attr.tensors:
                     yield t, where
-            elif kind == onnx.AttributeProto.SPARSE_TENSOR:
+            elif kind == _SPARSE_TENSOR:
                 yield attr.sparse_tensor.values, where
                 yield attr.sparse_tensor.indices, where
-            elif kind in (_GRAPH, _GRAPHS):
-                label = f"{path + ' > ' if path else ''}node {node.name or node.op_type!r}.{attr.name}"
-                if kind == _GRAPH:
-                    bodies.append((attr.g, label))
-                else:
-                    bodies.extend((sub, f"{label}[{i}]") for i, sub in enumerate(attr.graphs))
+            elif kind == _SPARSE_TENSORS:
+                for sparse in attr.sparse_tensors:
+                    yield sparse.values, where
+                    yield sparse.indices, where
+            elif kind == _GRAPH:
+                bodies.append((attr.g, _body_label(path, node, attr)))
+            else:
+                label = _body_label(path, node, attr)
+                bodies.extend((sub, f"{label}[{i}]") for i, sub in enumerate(attr.graphs))
     for body, label in bodies:
         yield from _graph_tensors(body, label)
+
+
+def _body_label(path: str, node: onnx.NodeProto, attr: onnx.AttributeProto) -> str:
+    return f"{path + ' > ' if path else ''}node {node.name or node.op_type!r}.{attr.name}"
 
 
 def iter_initializers(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
@@ -167,26 +295,11 @@ def iter_initializers(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
 
 _GRAPH = onnx.AttributeProto.GRAPH
 _GRAPHS = onnx.AttributeProto.GRAPHS
-_TENSOR_KINDS = (onnx.AttributeProto.TENSOR, onnx.AttributeProto.TENSORS, onnx.AttributeProto.SPARSE_TENSOR)
-
-
-def _attribute_tensors(nodes: Iterable[onnx.NodeProto], where: str) -> Iterator[tuple[onnx.TensorProto, str]]:
-    for node in nodes:
-        attributes = node.attribute
-        if not attributes:
-            continue
-        for attr in attributes:
-            kind = attr.type
-            if kind not in _TENSOR_KINDS:
-                continue
-            if kind == onnx.AttributeProto.TENSOR:
-                yield attr.t, where
-            elif kind == onnx.AttributeProto.TENSORS:
-                for t in attr.tensors:
-                    yield t, where
-            else:
-                yield attr.sparse_tensor.values, where
-                yield attr.sparse_tensor.indices, where
+_TENSOR = onnx.AttributeProto.TENSOR
+_TENSORS = onnx.AttributeProto.TENSORS
+_SPARSE_TENSOR = onnx.AttributeProto.SPARSE_TENSOR
+_SPARSE_TENSORS = onnx.AttributeProto.SPARSE_TENSORS
+_TENSOR_OR_GRAPH = frozenset((_TENSOR, _TENSORS, _SPARSE_TENSOR, _SPARSE_TENSORS, _GRAPH, _GRAPHS))
 
 
 # ------------------------------------------------------------------------------- wire outline

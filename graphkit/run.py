@@ -32,8 +32,8 @@ from graphkit.errors import (
     not_found,
 )
 from graphkit.graph import GraphIndex
-from graphkit.io import external_ref
-from graphkit.model import Model, is_external, iter_tensors
+from graphkit.io import runtime_bytes
+from graphkit.model import Model
 from graphkit.summary import TensorSig
 from graphkit.validate import require_sound
 
@@ -102,12 +102,11 @@ def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", thre
     options.log_severity_level = 3
     if threads:
         options.intra_op_num_threads = threads
-    if model.has_external_data:
-        _check_external_data(model)
-        assert model.base_dir is not None  # external_ref refuses external data without a folder
-        options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(model.base_dir))
+    data, folder = runtime_bytes(model)  # (checks every external tensor first)
+    if folder is not None:
+        options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
     try:
-        return ort.InferenceSession(model.serialized(), options, providers=[full_provider])
+        return ort.InferenceSession(data, options, providers=[full_provider])
     except Exception as err:  # onnxruntime raises its own exception types
         raise RuntimeFailure(
             f"ONNX Runtime cannot load {model.name}: {_first_line(err)}",
@@ -120,13 +119,6 @@ def _onnxruntime() -> ModuleType:
     import onnxruntime
 
     return onnxruntime
-
-
-def _check_external_data(model: Model) -> None:
-    """Refuse external data outside the model's folder, missing or too short, before ONNX Runtime reads it."""
-    for tensor, where in iter_tensors(model.proto):
-        if is_external(tensor):
-            external_ref(model, tensor, where=where)
 
 
 def _first_line(err: BaseException) -> str:
@@ -178,8 +170,8 @@ class FeedSpec:
 
 def input_specs(model: Model) -> list[FeedSpec]:
     """The model's real inputs (initializers excluded), with numpy dtypes."""
-    initializers = {t.name for t in model.graph.initializer}
-    return [FeedSpec.of(v) for v in model.graph.input if v.name not in initializers]
+    initializers = {t.name for t in model.lazy_proto.graph.initializer}
+    return [FeedSpec.of(v) for v in model.lazy_proto.graph.input if v.name not in initializers]
 
 
 @dataclass(frozen=True)
@@ -618,7 +610,7 @@ def run_fragment(model: Model, feeds: Mapping[str, np.ndarray], outputs: Sequenc
 
 def _with_outputs(model: Model, outputs: Sequence[str] | None) -> tuple[Model, list[str]]:
     """The model to run (with intermediate tensors exposed as outputs if asked) and the names to fetch."""
-    names = [o.name for o in model.graph.output]
+    names = [o.name for o in model.lazy_proto.graph.output]
     if outputs is None:
         return model, names
     wanted = list(dict.fromkeys(outputs))
@@ -626,16 +618,16 @@ def _with_outputs(model: Model, outputs: Sequence[str] | None) -> tuple[Model, l
     extra = [n for n in wanted if n not in present]
     if not extra:
         return model, wanted
-    index = GraphIndex(model.graph)
+    index = GraphIndex(model.lazy_proto.graph)
     for name in extra:
         if name not in index.producer:
             raise not_found(TensorNotFoundError, "tensor computed by a node", name, index.producer, where=model.name)
     clone = model.copy()
     typed = index.value_info
     for name in extra:
-        entry = clone.graph.output.add()
+        entry = clone.lazy_proto.graph.output.add()
         if name in typed:
             entry.CopyFrom(typed[name])
         else:
             entry.name = name
-    return Model(clone.proto, model.base_dir, model.path), wanted
+    return Model(clone.lazy_proto, model.base_dir, model.path), wanted

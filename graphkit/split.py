@@ -270,7 +270,7 @@ def split(
         raise UsageError("give either cut tensors (at / --at) or a number of parts (parts / --parts)",
                          hint="e.g. --at /convs1/convs1.2/Conv_output_0, or --parts 3")
     require_sound(model)
-    index = GraphIndex(model.graph)
+    index = GraphIndex(model.lazy_proto.graph)
     order = index.topological_order()
     if not order:
         raise UsageError(f"{model.name} has no nodes to split", hint="nothing to do")
@@ -321,7 +321,7 @@ def _check_cut(model: Model, index: GraphIndex, name: str, seen: set[str]) -> No
         kind = "graph input" if name in set(index.inputs) else "initializer"
         raise UsageError(f"cannot cut at {name!r}: it is a {kind} of {model.name}, so no node computes it",
                          hint="cut at a tensor a node computes (python -m graphkit inspect lists the names)")
-    owner = _subgraph_owner(model.graph, name)
+    owner = _subgraph_owner(model.lazy_proto.graph, name)
     if owner is not None:
         raise UsageError(
             f"cannot cut at {name!r}: it lives inside the body of {owner}, which runs as one node",
@@ -406,7 +406,7 @@ def _node_weights(model: Model, index: GraphIndex, seq: list[int], balance: str)
     weights: list[float] = []
     for node_id in seq:
         total = 0
-        node = model.graph.node[node_id]
+        node = model.lazy_proto.graph.node[node_id]
         for name in index.node_reads[node_id]:
             if name in index.initializers and name not in counted:
                 counted.add(name)
@@ -503,7 +503,7 @@ def _boundary(
     model: Model, index: GraphIndex, group: list[int], i: int, where: dict[int, int], outputs: set[str]
 ) -> tuple[list[str], list[str], list[str]]:
     """A fragment's inputs, the initializers it copies, and its outputs."""
-    produced = {o for n in group for o in model.graph.node[n].output if o}
+    produced = {o for n in group for o in model.lazy_proto.graph.node[n].output if o}
     reads: dict[str, None] = {}
     for n in group:
         reads.update(dict.fromkeys(index.node_reads[n]))
@@ -521,7 +521,7 @@ def _boundary(
         ins.append(name)
     outs = []
     for n in group:
-        for name in model.graph.node[n].output:
+        for name in model.lazy_proto.graph.node[n].output:
             if not name:
                 continue
             later = any(where[c] != i for c in index.consumers.get(name, ()))
@@ -535,7 +535,7 @@ def _types(model: Model, index: GraphIndex, names: set[str]) -> tuple[dict[str, 
     than derived from the nodes: value_info (stated, but for the graph's own inputs and outputs),
     else exact propagation, else shape inference, else a run (stated)."""
     typed = {n: v for n, v in index.value_info.items() if _has_type(v)}
-    declared = {v.name for v in model.graph.input} | {v.name for v in model.graph.output}
+    declared = {v.name for v in model.lazy_proto.graph.input} | {v.name for v in model.lazy_proto.graph.output}
     stated = {n for n in names if n in typed and n not in declared}
     missing = {n for n in names if n not in typed}
     made = sorted(n for n in missing if n in index.producer)
@@ -563,7 +563,7 @@ def _has_type(value: onnx.ValueInfoProto) -> bool:
 
 def _inferred(model: Model) -> dict[str, onnx.ValueInfoProto]:
     try:
-        inferred = onnx.shape_inference.infer_shapes(_structure(model.proto), strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(_structure(model.lazy_proto), strict_mode=False, data_prop=True)
     except (onnx.shape_inference.InferenceError, ValueError, RuntimeError) as err:
         log.info("shape inference failed on %s: %s", model.name, err)
         return {}
@@ -630,7 +630,7 @@ def _fragment_proto(
     model: Model, index: GraphIndex, group: list[int], i: int, count: int, ins: list[str], inits: list[str],
     outs: list[str], types: dict[str, onnx.ValueInfoProto],
 ) -> onnx.ModelProto:
-    src = model.proto
+    src = model.lazy_proto
     proto = onnx.ModelProto()
     proto.ir_version = src.ir_version
     proto.opset_import.extend(src.opset_import)
@@ -643,22 +643,22 @@ def _fragment_proto(
                                         "graphkit.split": f"fragment {i} of {count} of {model.name}"})
     graph = proto.graph
     graph.name = f"{src.graph.name or 'graph'}_part{i}"
-    graph.node.extend(model.graph.node[n] for n in group)
-    sparse = {s.values.name: s for s in model.graph.sparse_initializer}
+    graph.node.extend(model.lazy_proto.graph.node[n] for n in group)
+    sparse = {s.values.name: s for s in model.lazy_proto.graph.sparse_initializer}
     for name in inits:
         if name in sparse:
             graph.sparse_initializer.append(sparse[name])
         else:
             graph.initializer.append(index.initializers[name])
-    input_entries = {v.name: v for v in model.graph.input}
+    input_entries = {v.name: v for v in model.lazy_proto.graph.input}
     for name in ins:
         graph.input.append(_typed(types, name, model))
     graph.input.extend(input_entries[n] for n in inits if n in input_entries)  # overridable defaults
     for name in outs:
         graph.output.append(_typed(types, name, model))
     boundary = set(ins) | set(outs)
-    produced = {o for n in group for o in model.graph.node[n].output}
-    graph.value_info.extend(v for v in model.graph.value_info if v.name in produced and v.name not in boundary)
+    produced = {o for n in group for o in model.lazy_proto.graph.node[n].output}
+    graph.value_info.extend(v for v in model.lazy_proto.graph.value_info if v.name in produced and v.name not in boundary)
     return proto
 
 
@@ -683,7 +683,7 @@ def _fragment(
               graph_output=n in set(index.outputs))
         for n in outs
     )
-    weight = sum(max(io.tensor_nbytes(t), 0) for t, _ in iter_tensors(model.proto))
+    weight = sum(max(io.tensor_nbytes(t), 0) for t, _ in iter_tensors(model.lazy_proto))
     return Fragment(i, model, len(group), weight, inputs, outputs, node_label(src_nodes[group[0]], group[0]),
                     node_label(src_nodes[group[-1]], group[-1]))
 
@@ -788,7 +788,7 @@ def _swap_into_place(tmp: Path, folder: Path) -> None:
 def _relocate(written: Split, folder: Path) -> Split:
     """The same split, its fragment models pointing into ``folder`` (the temporary folder is gone)."""
     fragments = tuple(
-        Fragment(f.index, Model(f.model.proto, folder.resolve(), folder / f.file if f.file else None), f.nodes,
+        Fragment(f.index, Model(f.model.lazy_proto, folder.resolve(), folder / f.file if f.file else None), f.nodes,
                  f.weight_bytes, f.inputs, f.outputs, f.first_node, f.last_node, f.file, f.data_file, f.sha256)
         for f in written
     )
@@ -875,8 +875,8 @@ def _source_index(value: Any) -> int | None:
 
 
 def _check_signature(model: Model, inputs: Sequence[Port], outputs: Sequence[Port], file: Path) -> None:
-    real_inputs = [v.name for v in model.graph.input if v.name not in {t.name for t in model.graph.initializer}]
-    real_outputs = [v.name for v in model.graph.output]
+    real_inputs = [v.name for v in model.lazy_proto.graph.input if v.name not in {t.name for t in model.lazy_proto.graph.initializer}]
+    real_outputs = [v.name for v in model.lazy_proto.graph.output]
     if real_inputs != [p.name for p in inputs] or real_outputs != [p.name for p in outputs]:
         raise CorruptModelError(
             f"{file} does not match its manifest entry: it has inputs {real_inputs} and outputs {real_outputs}, "

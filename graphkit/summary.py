@@ -99,7 +99,7 @@ class Summary:
 def summarize(model: Model) -> Summary:
     """Describe a model's structure without reading any weight."""
     argcheck.instance(model, "model", Model, argcheck.MODEL)
-    proto = model.proto
+    proto = model.lazy_proto
     graph = proto.graph
     initializer_names = {t.name for t in graph.initializer}
     ops: Counter[str] = Counter()

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
+import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from math import prod
+from pathlib import Path
 from typing import Any
 
 import onnx
@@ -21,11 +22,17 @@ from graphkit import _check_args as argcheck
 from graphkit.errors import CycleError, InvalidModelError, did_you_mean
 from graphkit.graph import GraphIndex, node_label, subgraph_outer_reads, subgraphs, toposort_proto
 from graphkit.io import raw_nbytes
-from graphkit.model import Model, iter_graphs, outline
+from graphkit.model import (
+    Model,
+    has_external_data,
+    is_borrowed,
+    is_external,
+    iter_graphs,
+    iter_tensors,
+    outline,
+)
 
 __all__ = ["Issue", "Report", "check_or_raise", "require_sound", "toposort", "validate"]
-
-_CWD_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -130,8 +137,8 @@ def validate(model: Model, *, checker: bool = True, full_check: bool = True) -> 
 def _report(model: Model, message: str | None, checker_state: str) -> Report:
     """The full report: graphkit's detailed checks, plus the checker's ``message`` unless they explain it."""
     issues: list[Issue] = []
-    _check_domains(model.proto, issues)
-    _check_graph(model.proto.graph, frozenset(), "main graph", issues, top=True)
+    _check_domains(model.lazy_proto, issues)
+    _check_graph(model.lazy_proto.graph, frozenset(), "main graph", issues, top=True)
     if message is not None and not _already_explained(message, issues):
         issues.append(
             Issue("error", "checker", f"onnx.checker: {message}", hint="fix the node or tensor the checker names")
@@ -173,7 +180,7 @@ def check_or_raise(model: Model, *, what: str = "the result", full_check: bool =
 def _serialized(model: Model) -> bytes | None:
     """The model's bytes, or None when it is too large for one protobuf message."""
     try:
-        data = model.proto.SerializeToString()
+        data = model.lazy_proto.SerializeToString()
     except (ValueError, EncodeError):
         return None
     return data if len(data) <= _PROTOBUF_LIMIT else None
@@ -199,11 +206,11 @@ def _fine(model: Model, data: bytes, *, warnings: bool) -> bool:
         warnings: Also prove there is nothing to warn about.
     """
     shape = outline(data)
-    imported = {o.domain for o in model.proto.opset_import} | {"ai.onnx"}
+    imported = {o.domain for o in model.lazy_proto.opset_import} | {"ai.onnx"}
     if "" not in imported or not shape.node_domains <= imported:
         return False
     bodies = shape.main_has_bodies
-    graphs = [graph for graph, _ in iter_graphs(model.proto.graph)] if bodies else [model.proto.graph]
+    graphs = [graph for graph, _ in iter_graphs(model.lazy_proto.graph)] if bodies else [model.lazy_proto.graph]
     for graph in graphs:
         if not _initializers_consistent(graph.initializer):
             return False
@@ -218,7 +225,7 @@ def _fine(model: Model, data: bytes, *, warnings: bool) -> bool:
     names = [name for name in shape.main_node_names if name]
     if len(set(names)) != len(names):
         return False
-    graph = model.proto.graph
+    graph = model.lazy_proto.graph
     kept = shape.main_node_inputs | {o.name for o in graph.output}
     inputs = {i.name for i in graph.input}
     return not (shape.main_initializer_names - kept - inputs) and not (inputs - kept)
@@ -254,8 +261,8 @@ def require_sound(model: Model, *, allow: tuple[str, ...] = ("unsorted",)) -> No
         InvalidModelError: naming the first problems found and pointing at ``check``.
     """
     issues: list[Issue] = []
-    _check_domains(model.proto, issues)
-    _check_graph(model.proto.graph, frozenset(), "main graph", issues, top=False)
+    _check_domains(model.lazy_proto, issues)
+    _check_graph(model.lazy_proto.graph, frozenset(), "main graph", issues, top=False)
     errors = [i for i in issues if i.severity == "error" and i.code not in allow]
     if not errors:
         return
@@ -269,17 +276,28 @@ def require_sound(model: Model, *, allow: tuple[str, ...] = ("unsorted",)) -> No
 def run_checker(model: Model, *, full_check: bool = True, serialized: bytes | None = None) -> str | None:
     """Run onnx.checker (full check unless told otherwise); return its message, or None when it passes.
 
+    A model with external data is checked from a file in a scratch folder where each weights file it
+    names stands as an empty placeholder (when the real one is a regular file): the checker looks for
+    the files but never reads them, and graphkit checks their contents itself (``io.external_ref``).
+    Borrowed weights (still in a lazily loaded model file) name one placeholder of their own. No
+    working directory changes, so other threads are not affected.
+
     Args:
         model: The model to check.
         full_check: Run the full check (with strict shape inference).
         serialized: The model's bytes, when already at hand (saves serializing it again).
     """
-    target: onnx.ModelProto | bytes = model.proto if serialized is None else serialized
-    # (the checker finds external data from the working directory; without a "location" entry there is none to find)
-    external = model.has_external_data if serialized is None else b"location" in serialized
+    data = serialized if serialized is not None else _serialized(model)
+    # (without a "location" entry, no tensor is external: the common case needs no scratch folder)
+    external = has_external_data(model.lazy_proto) if data is None else b"location" in data
     try:
-        with _inside(model.base_dir if external else None):
-            onnx.checker.check_model(target, full_check=full_check)
+        if data is None:  # (too large for one message: the checker says so)
+            onnx.checker.check_model(model.lazy_proto, full_check=full_check)
+        elif not external:
+            onnx.checker.check_model(data, full_check=full_check)
+        else:
+            with _checker_file(model, data) as path:
+                onnx.checker.check_model(path, full_check=full_check)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
         return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     except (ValueError, RuntimeError) as err:
@@ -287,19 +305,49 @@ def run_checker(model: Model, *, full_check: bool = True, serialized: bytes | No
     return None
 
 
+_BORROWED_STANDIN = "graphkit-borrowed-weights"
+
+
 @contextlib.contextmanager
-def _inside(folder: os.PathLike[str] | None) -> Iterator[None]:
-    """Run with the working directory set to ``folder`` (the checker resolves external data from it)."""
-    if folder is None:
-        yield
-        return
-    with _CWD_LOCK:
-        previous = os.getcwd()
-        os.chdir(folder)
-        try:
-            yield
-        finally:
-            os.chdir(previous)
+def _checker_file(model: Model, data: bytes) -> Iterator[str]:
+    """A scratch copy of the model (bytes ``data``) with a placeholder for each weights file it names."""
+    proto = onnx.ModelProto()
+    proto.ParseFromString(data)
+    rewritten = False
+    locations: set[str] = set()
+    for tensor, _ in iter_tensors(proto):
+        if not is_external(tensor):
+            continue
+        for entry in tensor.external_data:
+            if entry.key != "location":
+                continue
+            if is_borrowed(tensor):
+                entry.value, rewritten = _BORROWED_STANDIN, True
+            locations.add(entry.value)
+    with tempfile.TemporaryDirectory(prefix="graphkit-check-") as scratch:
+        root = Path(scratch)
+        for location in locations:
+            if location == _BORROWED_STANDIN or _stands(model, location):
+                with contextlib.suppress(OSError, ValueError):
+                    (root / location).parent.mkdir(parents=True, exist_ok=True)
+                    (root / location).touch()
+        name = "model.onnx"
+        while name in locations:
+            name = "_" + name
+        (root / name).write_bytes(proto.SerializeToString() if rewritten else data)
+        yield str(root / name)
+
+
+def _stands(model: Model, location: str) -> bool:
+    """Whether a placeholder may stand for ``location``: a relative path (the checker judges the rest)
+    naming a regular file in the model's folder."""
+    parts = location.replace("\\", "/").split("/")
+    if model.base_dir is None or not location or "\0" in location or os.path.isabs(location) or ".." in parts:
+        return False
+    try:
+        return (model.base_dir / location).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def _already_explained(message: str, issues: list[Issue]) -> bool:
@@ -592,5 +640,5 @@ def toposort(model: Model) -> Model:
     """
     argcheck.instance(model, "model", Model, argcheck.MODEL)
     result = model.copy()
-    toposort_proto(result.proto)
-    return Model(result.proto, model.base_dir, None)
+    toposort_proto(result.lazy_proto)
+    return Model(result.lazy_proto, model.base_dir, None)

@@ -27,9 +27,9 @@ def _srcnn() -> Path:
 def test_lazy_load_leaves_large_weights_in_the_file(small_thresholds: None) -> None:
     lazy = gk.load(_srcnn())
     full = gk.load(_srcnn(), lazy=False)
-    borrowed = [t.name for t in lazy.graph.initializer if is_borrowed(t)]
+    borrowed = [t.name for t in lazy.lazy_proto.graph.initializer if is_borrowed(t)]
     assert borrowed == ["conv1.weight", "conv1.bias", "conv2.weight", "conv3.weight"]  # 64 floats and up
-    assert all(not t.raw_data for t in lazy.graph.initializer if is_borrowed(t))
+    assert all(not t.raw_data for t in lazy.lazy_proto.graph.initializer if is_borrowed(t))
     for a, b in zip(lazy.graph.initializer, full.graph.initializer):
         np.testing.assert_array_equal(gk.tensor_value(lazy, a), gk.tensor_value(full, b))
     feeds = gk.make_feeds(full, feed_options=gk.FeedOptions(seed=2))
@@ -46,12 +46,12 @@ def test_lazy_model_saves_inline_as_it_was(small_thresholds: None, tmp_path: Pat
     assert digest(_srcnn()) == before
     external = gk.save(gk.load(_srcnn()), tmp_path / "ext.onnx", external=True, size_threshold=0)
     assert (tmp_path / "ext.data").is_file()
-    assert not any(e.key == BORROWED_KEY for t in external.graph.initializer for e in t.metadata_props)
+    assert not any(e.key == BORROWED_KEY for t in external.lazy_proto.graph.initializer for e in t.metadata_props)
     assert not any(is_borrowed(t) for t in io.inline_proto(gk.load(_srcnn())).graph.initializer)
 
 
 def _refs(model: gk.Model) -> list[io.ExternalRef]:
-    return [io.external_ref(model, t) for t in model.graph.initializer if is_borrowed(t)]
+    return [io.external_ref(model, t) for t in model.lazy_proto.graph.initializer if is_borrowed(t)]
 
 
 def test_extract_from_a_lazy_model_writes_only_kept_weights(small_thresholds: None, tmp_path: Path) -> None:
@@ -78,5 +78,122 @@ def test_lazy_load_of_a_truncated_file_is_a_corrupt_model(small_thresholds: None
 
 def test_small_files_are_parsed_whole(tmp_path: Path) -> None:
     model = gk.load(_srcnn())
-    assert not any(is_borrowed(t) for t in model.graph.initializer)
+    assert not any(is_borrowed(t) for t in model.lazy_proto.graph.initializer)
     assert onnx.TensorProto.EXTERNAL not in {t.data_location for t in model.graph.initializer}
+
+
+# ------------------------------------------------------------------------ what the writer left
+
+
+def test_explicit_default_data_location_is_inline_data_and_loads_lazily(small_thresholds: None, tmp_path: Path) -> None:
+    proto = onnx.load(str(_srcnn()))
+    for tensor in proto.graph.initializer:
+        tensor.data_location = onnx.TensorProto.DEFAULT  # explicit, as onnx leaves it after loading external data
+    path = tmp_path / "explicit.onnx"
+    path.write_bytes(proto.SerializeToString())
+    assert path.read_bytes() != _srcnn().read_bytes()
+    lazy = gk.load(path)
+    borrowed = [t.name for t in lazy.lazy_proto.graph.initializer if is_borrowed(t)]
+    assert borrowed == ["conv1.weight", "conv1.bias", "conv2.weight", "conv3.weight"]
+    assert not lazy.has_external_data
+    full = gk.load(_srcnn(), lazy=False)
+    for a, b in zip(lazy.lazy_proto.graph.initializer, full.lazy_proto.graph.initializer):
+        np.testing.assert_array_equal(gk.tensor_value(lazy, a), gk.tensor_value(full, b))
+    assert gk.summarize(lazy).external_files == []
+
+
+# ------------------------------------------------------------------- bounded work on hostile files
+
+
+def _counted_varints(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the scan's Python steps (one varint read per field header, at least)."""
+    calls = [0]
+    real = io._varint
+
+    def counting(buf: bytes, pos: int) -> tuple[int, int]:
+        calls[0] += 1
+        return real(buf, pos)
+
+    monkeypatch.setattr(io, "_varint", counting)
+    return calls
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def test_lazy_scan_fails_fast_on_an_initializer_longer_than_the_file(small_thresholds: None, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    filler = (b"\x0d" + b"\0\0\x80\x3f") * 40_000  # 40,000 well-formed fields a runaway walk would step through
+    graph = _varint(5 << 3 | 2) + _varint(2**40) + filler  # an initializer claiming a terabyte
+    path = tmp_path / "liar.onnx"
+    path.write_bytes(b"\x08\x08" + _field(7, graph))
+    calls = _counted_varints(monkeypatch)
+    with pytest.raises(gk.CorruptModelError) as info:
+        gk.load(path)
+    assert str(path) in info.value.message and "initializer" in info.value.message and info.value.hint
+    assert calls[0] < 20
+
+
+def _unpacked_floats_model(count: int) -> bytes:
+    """A valid model whose one initializer holds ``count`` floats as unpacked float_data fields."""
+    values = np.arange(count, dtype=np.float32)
+    tensor = _varint(1 << 3) + _varint(count) + b"\x10\x01" + _field(8, b"w")
+    tensor += b"".join(b"\x25" + v.tobytes() for v in values)  # field 4, wire type 5, one per value
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Add", ["x", "w"], ["y"])], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [count])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [count])],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    graph_bytes = model.graph.SerializeToString() + _field(5, tensor)
+    model.ClearField("graph")
+    return model.SerializeToString() + _field(7, graph_bytes)
+
+
+def test_lazy_scan_of_unpacked_values_takes_a_few_steps_not_one_per_value(small_thresholds: None, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "unpacked.onnx"
+    path.write_bytes(_unpacked_floats_model(50_000))
+    calls = _counted_varints(monkeypatch)
+    model = gk.load(path)
+    assert calls[0] < 100
+    np.testing.assert_array_equal(gk.tensor_value(model, model.graph.initializer[0]), np.arange(50_000, dtype=np.float32))
+    assert onnx.load(str(path)) == model.proto
+
+
+def test_lazy_scan_refuses_a_field_longer_than_its_message(small_thresholds: None, tmp_path: Path) -> None:
+    path = tmp_path / "long_field.onnx"
+    path.write_bytes(b"\x08\x08" + _varint(2 << 3 | 2) + _varint(2**33) + b"\0" * 2048)  # producer_name: 8 GiB
+    with pytest.raises(gk.CorruptModelError, match="runs past the end"):
+        gk.load(path)
+
+
+# ------------------------------------------------------------------------------------ symlinks
+
+
+def test_lazy_model_reached_through_a_symlink_is_not_an_escape(small_thresholds: None, tmp_path: Path) -> None:
+    store, view = tmp_path / "store", tmp_path / "view"
+    store.mkdir()
+    view.mkdir()
+    (store / "srcnn.onnx").write_bytes(_srcnn().read_bytes())
+    link = view / "model.onnx"
+    link.symlink_to(store / "srcnn.onnx")
+    model = gk.load(link)
+    assert any(is_borrowed(t) for t in model.lazy_proto.graph.initializer)
+    full = gk.load(_srcnn(), lazy=False)
+    feeds = gk.make_feeds(full, seed=3)
+    np.testing.assert_array_equal(gk.run(model, feeds)["output"], gk.run(full, feeds)["output"])
+    assert gk.validate(model).ok
+    saved = gk.save(model, tmp_path / "copy.onnx")
+    assert gk.load(saved.path, lazy=False).proto == full.proto
+    assert model.proto == full.proto

@@ -279,7 +279,7 @@ def test_inspect_of_a_lazily_loaded_model_counts_no_external_data(tmp_path: Path
 
     monkeypatch.setattr(io, "LAZY_TENSOR_MIN", 1024)
     model = gk.load(fixture("srcnn.onnx"), lazy=True)
-    assert any(is_borrowed(t) for t in model.graph.initializer)
+    assert any(is_borrowed(t) for t in model.lazy_proto.graph.initializer)
     summary = gk.summarize(model)
     assert summary.external_files == [] and summary.external_bytes == 0
     assert summary.initializer_bytes > 60_000

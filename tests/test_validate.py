@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+from pathlib import Path
 
 import onnx
 import pytest
@@ -197,3 +199,29 @@ def test_toposort_scales_to_100k_nodes() -> None:
     result = gk.toposort(model)  # reversed chain: every node moves; quadratic code would not finish
     assert [x.name for x in result.graph.node[:3]] == ["n0", "n1", "n2"]
     assert result.graph.node[-1].name == f"n{n - 1}"
+
+
+def test_no_verb_changes_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from graphkit.cli import main
+
+    def refuse(path: object) -> None:
+        raise AssertionError(f"os.chdir({path!r}) called: a library call changes process-wide state")
+
+    monkeypatch.setattr(os, "chdir", refuse)
+    ext, whole = fixture("ext_weights/model.onnx"), fixture("whole_model.onnx")
+    out = tmp_path / "out"
+    out.mkdir()
+    for args in (
+        ["inspect", ext], ["check", ext], ["check", whole], ["check", fixture("if_outer_scope.onnx")],
+        ["toposort", ext, out / "sorted.onnx"],
+        ["extract", ext, out / "cut.onnx", "--inputs", "/fc1/Add_output_0", "--outputs", "y"],
+        ["expose", ext, out / "exposed.onnx", "--tensors", "/relu/Relu_output_0"],
+        ["edit", ext, out / "edited.onnx", "--set-op-type", "/relu/Relu=Sigmoid"],
+        ["run", ext, "--shape", "x=2x64"],
+        ["split", ext, out / "parts", "--parts", "2"], ["run-chain", out / "parts"],
+        ["compare", ext], ["diff", ext, out / "edited.onnx"],
+    ):
+        code = main([str(a) for a in args])
+        assert code in (0, 1), (args, capsys.readouterr().err)
+    assert gk.validate(gk.load(ext)).ok

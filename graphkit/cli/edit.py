@@ -295,11 +295,11 @@ def summary(before: Model, after: Model) -> dict[str, Any]:
         return {"added": [n for n in b if n not in a], "removed": [n for n in a if n not in b]}
 
     return {
-        "nodes": {"before": len(before.graph.node), "after": len(after.graph.node)},
-        "initializers": {"before": len(before.graph.initializer), "after": len(after.graph.initializer)},
-        "inputs": diff(_names(before.graph.input), _names(after.graph.input)),
-        "outputs": diff(_names(before.graph.output), _names(after.graph.output)),
-        "opsets": {o.domain or "ai.onnx": o.version for o in after.proto.opset_import},
+        "nodes": {"before": len(before.lazy_proto.graph.node), "after": len(after.lazy_proto.graph.node)},
+        "initializers": {"before": len(before.lazy_proto.graph.initializer), "after": len(after.lazy_proto.graph.initializer)},
+        "inputs": diff(_names(before.lazy_proto.graph.input), _names(after.lazy_proto.graph.input)),
+        "outputs": diff(_names(before.lazy_proto.graph.output), _names(after.lazy_proto.graph.output)),
+        "opsets": {o.domain or "ai.onnx": o.version for o in after.lazy_proto.opset_import},
     }
 
 

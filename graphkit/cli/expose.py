@@ -49,6 +49,6 @@ def run(args: argparse.Namespace) -> int:
         _render.json_out({"output": str(saved.path), **report.to_dict()})
         return 0
     _render.text(f"wrote {args.output}: {len(report.added)} new output(s), "
-                 f"{len(report.model.graph.output)} in all")
+                 f"{len(report.model.lazy_proto.graph.output)} in all")
     _render.table([(s.name, s.dtype, s.shape_text()) for s in report.added], indent=2)
     return 0

@@ -53,7 +53,7 @@ def split_specs(model: Model, specs: list[str] | None) -> tuple[list[str] | None
 
 
 def _tensor_names(model: Model) -> set[str]:
-    graph = model.graph
+    graph = model.lazy_proto.graph
     names = {v.name for v in graph.input} | {t.name for t in graph.initializer}
     for node in graph.node:
         names.update(node.output)
@@ -92,10 +92,10 @@ def _keeps_everything(source: Model, result: Model) -> bool:
         return {v.name for v in values}  # type: ignore[attr-defined]
 
     return (
-        len(result.graph.node) == len(source.graph.node)
-        and names(result.graph.input) - {t.name for t in result.graph.initializer}
-        == names(source.graph.input) - {t.name for t in source.graph.initializer}
-        and names(result.graph.output) == names(source.graph.output)
+        len(result.lazy_proto.graph.node) == len(source.lazy_proto.graph.node)
+        and names(result.lazy_proto.graph.input) - {t.name for t in result.lazy_proto.graph.initializer}
+        == names(source.lazy_proto.graph.input) - {t.name for t in source.lazy_proto.graph.initializer}
+        and names(result.lazy_proto.graph.output) == names(source.lazy_proto.graph.output)
     )
 
 

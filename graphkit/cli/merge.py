@@ -40,9 +40,9 @@ def run(args: argparse.Namespace) -> int:
     result = merge(first, second, connect, prefixes=tuple(args.prefixes) if args.prefixes else None,
                    outputs=args.outputs, check=False)
     _common.write_model(result, args.output, args, args.first, args.second)
-    report = {"output": args.output, "nodes": len(result.graph.node),
-              "inputs": [i.name for i in result.graph.input if i.name not in {t.name for t in result.graph.initializer}],
-              "outputs": [o.name for o in result.graph.output], "connected": connect}
+    report = {"output": args.output, "nodes": len(result.lazy_proto.graph.node),
+              "inputs": [i.name for i in result.lazy_proto.graph.input if i.name not in {t.name for t in result.lazy_proto.graph.initializer}],
+              "outputs": [o.name for o in result.lazy_proto.graph.output], "connected": connect}
     if args.json:
         _render.json_out(report)
     else:

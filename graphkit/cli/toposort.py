@@ -19,9 +19,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     model = _common.load(args.input)
-    before = [n.SerializeToString() for n in model.graph.node]
+    before = [n.SerializeToString() for n in model.lazy_proto.graph.node]
     result = toposort(model)
-    after = [n.SerializeToString() for n in result.graph.node]
+    after = [n.SerializeToString() for n in result.lazy_proto.graph.node]
     moved = sum(1 for a, b in zip(before, after) if a != b)
     _common.write_model(result, args.output, args, args.input)
     if args.json:
