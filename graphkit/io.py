@@ -113,11 +113,7 @@ def load(path: str | os.PathLike[str], *, lazy: bool | None = None) -> Model:
     argcheck.path(path, "path")
     argcheck.optional(argcheck.boolean, lazy, "lazy")
     file = Path(path)
-    if not file.exists():
-        raise ModelNotFoundError(f"no such file: {file}", hint="check the path; model files usually end in .onnx")
-    if not file.is_file():
-        raise ModelNotFoundError(f"{file} is not a file", hint="pass the .onnx file itself, not its folder")
-    size = file.stat().st_size
+    size = _model_file_size(file)
     if size > PROTOBUF_LIMIT:
         raise CorruptModelError(
             f"{file} is {size / 2**30:.1f} GiB: no ONNX model file can exceed protobuf's 2 GiB limit",
@@ -130,6 +126,32 @@ def load(path: str | os.PathLike[str], *, lazy: bool | None = None) -> Model:
     except OSError as err:
         raise ModelNotFoundError(f"cannot read {file}: {err.strerror}", hint="check the file's permissions") from err
     return load_bytes(data, base_dir=file.parent, source=file)
+
+
+def _model_file_size(file: Path) -> int:
+    """The size of the model file, refusing a path that names no regular file with a clear error.
+
+    Raises:
+        ModelNotFoundError: The path does not exist, is not a regular file or cannot be a path at all.
+    """
+    try:
+        info = file.stat()
+    except ValueError as err:  # (a NUL byte: no system call can take the path)
+        raise ModelNotFoundError(f"{_shown(str(file))} is not a usable path: it contains a NUL byte",
+                                 hint="check the path; model files usually end in .onnx") from err
+    except OSError as err:
+        if err.errno == errno.ENAMETOOLONG:
+            raise ModelNotFoundError(
+                f"cannot open {_shown(str(file))}: a name in the path is longer than the system allows",
+                hint=f"file and folder names can have at most {_NAME_MAX} bytes; rename or shorten the path",
+            ) from err
+        if err.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise ModelNotFoundError(f"no such file: {file}",
+                                     hint="check the path; model files usually end in .onnx") from err
+        raise ModelNotFoundError(f"cannot read {file}: {err.strerror}", hint="check the file's permissions") from err
+    if not stat.S_ISREG(info.st_mode):
+        raise ModelNotFoundError(f"{file} is not a file", hint="pass the .onnx file itself, not its folder")
+    return info.st_size
 
 
 def load_bytes(data: bytes, *, base_dir: str | os.PathLike[str] | None = None, source: Path | None = None) -> Model:
