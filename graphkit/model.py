@@ -107,8 +107,8 @@ class Model:
     @property
     def has_external_data(self) -> bool:
         """Whether any tensor of ``proto`` keeps its data in an external file (borrowed weights do not)."""
-        return any(is_external(t) and not is_borrowed(t) for t, _ in iter_tensors(self.lazy_proto)) \
-            if has_external_data(self.lazy_proto) else False
+        proto = self.lazy_proto
+        return has_external_data(proto) and any(is_external(t) and not is_borrowed(t) for t, _ in iter_tensors(proto))
 
     def serialized(self) -> bytes:
         """The bytes of ``lazy_proto`` (external and borrowed weights stay references)."""
