@@ -224,4 +224,4 @@ def test_no_verb_changes_the_working_directory(tmp_path: Path, monkeypatch: pyte
     ):
         code = main([str(a) for a in args])
         assert code in (0, 1), (args, capsys.readouterr().err)
-    assert gk.validate(gk.load(ext)).ok
+    assert gk.validate(gk.load(ext)).passed
