@@ -171,21 +171,22 @@ class _GraphDiff:
 
     def run(self, ga: onnx.GraphProto, gb: onnx.GraphProto, where: str, out: list[Change]) -> None:
         ia, ib = GraphIndex(ga), GraphIndex(gb)
+        order_a, order_b = _order(ia), _order(ib)
         self._signatures(ga, gb, ia, ib, where, out)
-        pairs, structural = _match_nodes(ga, gb, ia, ib)
+        pairs, structural = _match_nodes(ga, gb, ia, ib, order_a, order_b)
         self.by_name += len(pairs) - len(structural)
         self.by_structure += len(structural)
         paired_b = {j: i for i, j in pairs.items()}
         weights = dict(_name_pairs(ia.initializers, ib.initializers))
         weights.update(_weights_by_use(ia, ib, pairs, weights))
-        for j in _order(ib):
+        for j in order_b:
             if j in paired_b:
                 self._node(ga, gb, ia, ib, paired_b[j], j, pairs, weights, j in structural, where, out)
-        for i in _order(ia):
+        for i in order_a:
             if i not in pairs:
                 node = ga.node[i]
                 out.append(Change("removed", "node", _label(node, i), node.op_type, where))
-        for j in _order(ib):
+        for j in order_b:
             if j not in paired_b:
                 node = gb.node[j]
                 reads = ", ".join(repr(n) for n in node.input if n)
@@ -382,30 +383,80 @@ def _order(index: GraphIndex) -> list[int]:
         return list(range(len(index.graph.node)))
 
 
-def _match_nodes(ga: onnx.GraphProto, gb: onnx.GraphProto, ia: GraphIndex,
-                 ib: GraphIndex) -> tuple[dict[int, int], set[int]]:
-    """A-index → B-index for paired nodes, and the B indices paired by structure."""
+def _match_nodes(ga: onnx.GraphProto, gb: onnx.GraphProto, ia: GraphIndex, ib: GraphIndex,
+                 order_a: list[int], order_b: list[int]) -> tuple[dict[int, int], set[int]]:
+    """A-index → B-index for paired nodes, and the B indices paired by structure.
+
+    Each unpaired B node is scored only against the A nodes that could pass: those reading a tensor
+    with the same source at the same input position, or writing the same output name at the same
+    position (a node sharing neither scores 0 and is never chosen). The work is linear in the graph
+    size times the fan-out of the shared tensors; scanning every A node of the same op instead made
+    two identical unnamed 50k-node chains take minutes.
+    """
     names_a = _unique_names(ga)
     names_b = _unique_names(gb)
     pairs = {names_a[n]: names_b[n] for n in names_a if n in names_b}
+    paired_b = {j: i for i, j in pairs.items()}
     structural: set[int] = set()
     weights = dict(_name_pairs(ia.initializers, ib.initializers))
-    order_a, order_b = _order(ia), _order(ib)
+    weights_back = {b: a for a, b in weights.items()}
     pos_a = {i: k / max(len(order_a), 1) for k, i in enumerate(order_a)}
-    by_op: dict[tuple[str, str], list[int]] = {}
-    for i, node in enumerate(ga.node):
-        by_op.setdefault((node.op_type, node.domain or ""), []).append(i)
+    candidates = _Candidates(ga)
     for strict in (True, False):
         for k, j in enumerate(order_b):
-            if j in structural or j in set(pairs.values()):
+            if j in paired_b:
                 continue
             nb = gb.node[j]
-            pool = by_op.get((nb.op_type, nb.domain or ""), []) if strict else range(len(ga.node))
+            pool = candidates.for_node(nb, ib, ia, paired_b, weights_back)
+            if strict:
+                pool = [i for i in pool if (ga.node[i].op_type, ga.node[i].domain or "") == (nb.op_type, nb.domain or "")]
             best = _best_match(nb, pool, ia, ib, pairs, weights, pos_a, k / max(len(order_b), 1), same_op=strict)
             if best is not None:
                 pairs[best] = j
+                paired_b[j] = best
                 structural.add(j)
     return pairs, structural
+
+
+class _Candidates:
+    """The A nodes that read a tensor at an input position, or write it at an output position."""
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self.readers: dict[tuple[int, str], list[int]] = {}
+        self.writers: dict[tuple[int, str], list[int]] = {}
+        for i, node in enumerate(graph.node):
+            for k, name in enumerate(node.input):
+                self.readers.setdefault((k, name), []).append(i)
+            for k, name in enumerate(node.output):
+                if name:
+                    self.writers.setdefault((k, name), []).append(i)
+
+    def for_node(self, nb: onnx.NodeProto, ib: GraphIndex, ia: GraphIndex, paired_b: dict[int, int],
+                 weights_back: dict[str, str]) -> list[int]:
+        """Every A node that may share an input source or an output name with ``nb`` (a superset)."""
+        found: set[int] = set()
+        for k, xb in enumerate(nb.input):
+            name = _counterpart(_source(xb, ib), ia, paired_b, weights_back)
+            if name is not None:
+                found.update(self.readers.get((k, name), ()))
+        for k, ob in enumerate(nb.output):
+            if ob:
+                found.update(self.writers.get((k, ob), ()))
+        return sorted(found)
+
+
+def _counterpart(source: Source, ia: GraphIndex, paired_b: dict[int, int], weights_back: dict[str, str]) -> str | None:
+    """The name an A node reads where its source matches ``source`` (a B source), if any."""
+    kind, ref, position = source
+    if kind == "node":
+        i = paired_b.get(ref)
+        if i is None:
+            return None
+        outputs = ia.graph.node[i].output
+        return outputs[position] if position < len(outputs) else None
+    if kind == "init":
+        return weights_back.get(ref)
+    return ref
 
 
 def _unique_names(graph: onnx.GraphProto) -> dict[str, int]:

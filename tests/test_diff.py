@@ -66,6 +66,42 @@ def test_unnamed_nodes_match_by_structure() -> None:
     assert result.matched_by_structure == 4
 
 
+def _unnamed_chain(length: int, *, sigmoid_at: int = -1) -> gk.Model:
+    lines = ["<ir_version: 8, opset_import: [\"\" : 17]>", f"g (float[2] x) => (float[2] t{length - 1}) {{"]
+    previous = "x"
+    for i in range(length):
+        op = "Sigmoid" if i == sigmoid_at else ("Relu", "Neg", "Exp")[i % 3]
+        lines.append(f"    t{i} = {op}({previous})")
+        previous = f"t{i}"
+    return gk.parse_model("\n".join([*lines, "}"]))
+
+
+def test_long_unnamed_chains_pair_every_node_by_structure() -> None:
+    result = diff(_unnamed_chain(300), _unnamed_chain(300, sigmoid_at=150))
+    assert result.matched_by_structure == 300 and result.matched_by_name == 0
+    assert [(c.kind, c.what, c.name, c.detail) for c in result.changes] == [
+        ("changed", "node", "#150 (Sigmoid)", "op Relu -> Sigmoid"),
+    ]
+
+
+def test_nodes_reading_one_input_pair_by_position() -> None:
+    text = """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[2] x) => (float[2] a, float[2] b, float[2] c) {
+        a = Relu(x)
+        b = Relu(x)
+        c = Relu(x)
+    }
+    """
+    a = gk.parse_model(text)
+    b = gk.parse_model(text.replace("b = Relu(x)", "b = Neg(x)"))
+    result = diff(a, b)
+    assert [(c.kind, c.name, c.detail) for c in result.changes if c.what == "node"] == [
+        ("changed", "#1 (Neg)", "op Relu -> Neg"),
+    ]
+    assert result.matched_by_structure == 3
+
+
 def test_removed_node_and_input(whole_model: gk.Model) -> None:
     b = whole_model.copy()
     g = b.graph
