@@ -315,33 +315,1333 @@ def _count(summary: CampaignSummary, item: dict[str, object]) -> None:
                                  **failure})
 
 
+# ====================================================================================================
+# Hostile inputs of five more kinds: command lines, recipes, split manifests, feed files, API arguments
+# (and model bytes again, through the same runner). Each case gets a fresh workspace (copies of the
+# fixtures, feed files, a recipe, split folders, FIFOs, directories and device nodes with model-like
+# names); every file in it is hashed before and after. A case fails on a traceback (a non-graphkit
+# exception, CLI exit 3 or any code but 0/1/2), a hang past the timeout, an input changed (content, or
+# a FIFO/device/directory replaced), or a file left behind: any new file after a failed command, or a
+# temp-looking one after a successful command.
+# ====================================================================================================
+
+KINDS = ("models", "cli", "recipes", "manifests", "feeds", "api")
+BIG_FILE = 64 << 20  # files over this size are compared by size and mtime, not hashed
+SPECIAL_SUFFIXES = ("", ".onnx", ".npy", ".npz", ".pb", ".yaml", ".json")
+TEMPLATE_MODELS = {"whole": "whole_model.onnx", "add": "my_add.onnx", "static": "model_static.onnx",
+                   "linear": "linear_func.onnx", "ifo": "if_outer_scope.onnx", "markers": "debug_markers.onnx",
+                   "ext": "ext_weights/model.onnx"}
+NUMBERS = ("²", "٣", "１", "𝟗", "9" * 30, "-" + "9" * 30, "nan", "inf", "-inf", "1e400", "-1", "0", "1e-400",
+           "2147483648", "9223372036854775808", "100000", "0x10", " 3", "", "\x00", "1_0", "+5", "3.5", "-0",
+           "1e9", "NaN", "∞", "3\x00")
+NAMES = ("ghost", "x" * 300, "y" * 100_000, "a\x00b", "\udcff", "", " ", "../../etc/passwd", "名前", "=", ":",
+         "a=b=c", "::", "-x", "a.b.c")
+VALUES = ("1", "[1,1]", '"s"', "1e400", "nan", "[" * 50_000, '{"a":', "¹", "null", "[[1,2],[3]]",
+          "{fifo.npy}", "{zero.npy}", "{dir.npy}", "{missing.npy}", "{bias.npy}", "{in.npy}", "1" * 5000)
+
+
+class _Hang(BaseException):
+    """Raised by the alarm; a BaseException so that the CLI's ``except Exception`` does not report it."""
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float) -> Iterator[None]:
+    """Raise _Hang in this (the main) thread after ``seconds``, even inside a blocking system call.
+
+    The signal is sent to this thread by a timer thread: a process-wide alarm may be delivered to any
+    thread (ONNX Runtime's pools, for one), which leaves a blocked open() of a FIFO blocked.
+    """
+    import threading
+
+    done = threading.Event()
+
+    def fire(signum: int, frame: object) -> None:
+        if not done.is_set():
+            raise _Hang(f"no answer within {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    target = threading.get_ident()
+
+    def watch() -> None:
+        if done.wait(seconds):
+            return
+        while True:  # again every second: a bare ``except:`` somewhere may swallow one
+            signal.pthread_kill(target, signal.SIGALRM)
+            if done.wait(1.0):
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        signal.signal(signal.SIGALRM, previous)
+
+
+# ------------------------------------------------------------------------------------ workspaces
+
+
+@dataclass
+class ModelInfo:
+    """Names in one template model, for building plausible arguments."""
+
+    path: str  # relative to the workspace
+    inputs: list[str]
+    outputs: list[str]
+    inner: list[str]
+    nodes: list[str]
+    inits: list[str]
+    attrs: list[tuple[str, str]]
+    ops: list[str]
+    constants: list[str]
+
+
+@dataclass
+class Template:
+    """The files every workspace starts from (built once per worker process)."""
+
+    root: Path
+    info: dict[str, ModelInfo]
+
+
+_TEMPLATE: Template | None = None
+
+
+def _preload() -> None:
+    """Import every verb and heavy dependency now: an alarm during an import can leave it half done."""
+    import yaml
+
+    import graphkit.edit
+    import graphkit.run
+    from graphkit.cli import build_parser
+
+    build_parser()
+    yaml.safe_load("[]")
+    with contextlib.suppress(Exception):
+        graphkit.edit.to_graphsurgeon(gk.load(FIXTURES / "my_add.onnx"))
+
+
+def _cache_dir() -> Path:
+    folder = Path(os.environ.get("GRAPHKIT_FUZZ_CACHE", Path(tempfile.gettempdir()) / "graphkit-fuzz-cache"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def zip_bomb(gib: int = 6) -> Path:
+    """An .npz (cached) whose one member, ``in.npy``, inflates to ``gib`` GiB of float32 zeros."""
+    import zipfile
+
+    path = _cache_dir() / f"bomb-{gib}g.npz"
+    if path.exists():
+        return path
+    count = gib * 2**30 // 4
+    header = f"{{'descr': '<f4', 'fortran_order': False, 'shape': ({count},), }}"
+    header_bytes = header.encode("latin1")
+    header_bytes += b" " * (63 - (len(header_bytes) + 10) % 64) + b"\n"
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    chunk = bytes(64 << 20)
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as archive, \
+            archive.open("in.npy", "w", force_zip64=True) as member:
+        member.write(b"\x93NUMPY\x01\x00" + len(header_bytes).to_bytes(2, "little") + header_bytes)
+        for _ in range(count * 4 // len(chunk)):
+            member.write(chunk)
+    os.replace(tmp, path)
+    return path
+
+
+def _model_info(path: Path, rel: str) -> ModelInfo:
+    import onnx
+
+    proto = onnx.load(str(path), load_external_data=False)
+    g = proto.graph
+    inits = [t.name for t in g.initializer]
+    produced = [o for n in g.node for o in n.output if o]
+    return ModelInfo(
+        rel, [i.name for i in g.input if i.name not in inits], [o.name for o in g.output],
+        [o for o in produced if o not in {x.name for x in g.output}] or produced,
+        [n.name for n in g.node if n.name], inits,
+        [(n.name, a.name) for n in g.node if n.name for a in n.attribute] or [("ghost", "alpha")],
+        sorted({n.op_type for n in g.node}), [n.output[0] for n in g.node if n.op_type == "Constant"] or ["ghost"],
+    )
+
+
+def template() -> Template:
+    """Build (once per process) the workspace template: models, feeds, a recipe, a map, two split folders."""
+    global _TEMPLATE
+    if _TEMPLATE is not None:
+        return _TEMPLATE
+    import atexit
+
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    _preload()
+    root = Path(tempfile.mkdtemp(prefix="graphkit-fuzz-template-"))
+    atexit.register(shutil.rmtree, root, True)
+    inside = root / "in"
+    (inside / "ext").mkdir(parents=True)
+    (root / "out").mkdir()
+    info = {}
+    for key, name in TEMPLATE_MODELS.items():
+        target = inside / name.replace("ext_weights/", "ext/")
+        shutil.copy(FIXTURES / name, target)
+        info[key] = _model_info(target, str(target.relative_to(root)))
+    shutil.copy(FIXTURES / "ext_weights" / "model.data", inside / "ext" / "model.data")
+    rng = np.random.default_rng(0)
+    value = rng.standard_normal((1, 3, 10, 10)).astype(np.float32)
+    np.save(inside / "in.npy", value)
+    np.savez(inside / "add.npz", a=value, b=value)
+    (inside / "in.pb").write_bytes(numpy_helper.from_array(value, "in").SerializeToString())
+    whole = gk.load(inside / "whole_model.onnx")
+    bias = next(t for t in whole.graph.initializer if t.name == "convs1.0.bias")
+    np.save(inside / "bias.npy", np.ones(list(bias.dims), np.float32))
+    np.savez(inside / "ref.npz", output=np.zeros((1, 3, 4, 4), np.float32))
+    (inside / "recipe.yaml").write_text("- op: rename_node\n  old: /Add\n  new: add_renamed\n")
+    (inside / "map.json").write_text('{"output": "output"}')
+    gk.write_split(gk.split(whole, parts=3), inside / "split")
+    gk.write_split(gk.split(gk.load(inside / "ext" / "model.onnx"), parts=2), inside / "split_ext")
+    shutil.copy(inside / "linear_func.onnx", root / "outside.onnx")
+    onnx.checker.check_model(str(inside / "whole_model.onnx"))
+    _TEMPLATE = Template(root, info)
+    return _TEMPLATE
+
+
+@dataclass
+class Workspace:
+    """One case's folder: ``in/`` (inputs), ``out/`` (outputs), ``special/`` (FIFOs, devices, ...)."""
+
+    root: Path
+    info: dict[str, ModelInfo]
+
+    @property
+    def inside(self) -> Path:
+        return self.root / "in"
+
+    @property
+    def out(self) -> Path:
+        return self.root / "out"
+
+    @property
+    def special(self) -> Path:
+        return self.root / "special"
+
+    def model(self, key: str) -> Path:
+        return self.root / self.info[key].path
+
+    def text(self, value: object) -> str:
+        """``value`` with the workspace path written as $W, for one-line reproductions."""
+        return str(value).replace(str(self.root), "$W")
+
+    def hostile_input(self, rng: random.Random, suffix: str = ".onnx") -> str:
+        """A path that is not a regular readable file of the expected kind (or is one, but not a model)."""
+        sp = self.special
+        return str(rng.choice([
+            sp / f"fifo{suffix}", sp / f"dir{suffix}", sp / f"zero{suffix}", sp / f"null{suffix}", sp / "sock",
+            sp / "loop", sp / f"missing{suffix}", sp / "nodir" / f"x{suffix}", sp / ("a" * 300 + suffix),
+            "a\x00b" + suffix, "", sp / "data_link", self.inside / "ext" / "model.data", "/dev/urandom",
+            self.inside / "recipe.yaml", self.inside / "in.npy", self.root / "outside.onnx",
+        ]))
+
+    def hostile_output(self, rng: random.Random, suffix: str = ".onnx") -> str:
+        """An output path that is not a fresh regular file in an existing folder, or that names an input."""
+        sp = self.special
+        inputs = [p for p in self.inside.rglob("*") if p.is_file()]
+        return str(rng.choice([
+            sp / f"fifo{suffix}", sp / f"dir{suffix}", sp / f"null{suffix}", sp / "sock", sp / "loop",
+            sp / "nodir" / f"x{suffix}", sp / ("a" * 300 + suffix), self.out / ("b" * 245 + suffix),
+            "a\x00b" + suffix, "", self.out, sp / "data_link", self.out / "x.data", self.out / "x.onnx.tmp",
+            rng.choice(inputs), rng.choice(inputs), self.inside / "ext" / "model.data",
+            self.inside / "ext" / "model.onnx",
+        ]))
+
+
+def _make_specials(folder: Path) -> None:
+    import socket
+    import stat
+
+    folder.mkdir()
+    for suffix in SPECIAL_SUFFIXES:
+        os.mkfifo(folder / f"fifo{suffix}")
+        (folder / f"dir{suffix}").mkdir()
+        for name, minor in (("null", 3), ("zero", 5)):
+            with contextlib.suppress(OSError):  # needs root; without it those cases see missing files
+                os.mknod(folder / f"{name}{suffix}", stat.S_IFCHR | 0o666, os.makedev(1, minor))
+    with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(folder / "sock"))
+    os.symlink("loop", folder / "loop")
+    os.symlink("../in/ext/model.data", folder / "data_link")
+
+
+def _snapshot(root: Path) -> dict[str, tuple[str, str]]:
+    """Relative path → (kind, digest) of everything below ``root`` (symlinks not followed)."""
+    import hashlib
+    import stat
+
+    found: dict[str, tuple[str, str]] = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder) / name
+            rel = str(path.relative_to(root))
+            info = path.lstat()
+            if stat.S_ISREG(info.st_mode):
+                if info.st_size > BIG_FILE:
+                    found[rel] = ("file", f"{info.st_size}:{info.st_mtime_ns}")
+                else:
+                    found[rel] = ("file", hashlib.sha256(path.read_bytes()).hexdigest())
+            elif stat.S_ISDIR(info.st_mode):
+                found[rel] = ("dir", "")
+            elif stat.S_ISLNK(info.st_mode):
+                found[rel] = ("link", os.readlink(path))
+            else:
+                found[rel] = ("special", str(stat.S_IFMT(info.st_mode)))
+    return found
+
+
+# --------------------------------------------------------------------------------------- actions
+
+
+@dataclass
+class Action:
+    """What one case runs: a command line (returns its exit code) or an API call."""
+
+    what: str
+    call: Callable[[], object]
+    cli: bool
+    exempt: tuple[str, ...] = ()  # inputs the action may replace (--overwrite of its own output)
+    models: tuple[gk.Model, ...] = ()  # in-memory inputs that must stay unchanged
+
+
+def _cli_action(ws: Workspace, argv: list[str]) -> Action:
+    from graphkit.cli import main as cli_main
+
+    exempt: list[str] = []
+    if "--overwrite" in argv:  # the output model's own previous files may be replaced
+        for arg in argv:
+            if arg.endswith(".onnx") and "\x00" not in arg:
+                exempt += [str(Path(arg).resolve()), str(Path(arg).resolve().with_suffix(".data"))]
+    return Action("graphkit " + " ".join(_quote(ws.text(a)) for a in argv), lambda: cli_main(argv), True,
+                  tuple(exempt))
+
+
+def _quote(arg: str) -> str:
+    import shlex
+
+    if len(arg) > 120:
+        return f"<{len(arg)} chars: {arg[:20]!r}...>"
+    return shlex.quote(arg) if arg.isprintable() else repr(arg)
+
+
+# -------------------------------------------------------------------------------- command lines
+
+
+def _pick(rng: random.Random, items: list[str] | tuple[str, ...], fallback: str = "ghost") -> str:
+    return rng.choice(list(items)) if items else fallback
+
+
+def _cli_case(ws: Workspace, rng: random.Random) -> Action:
+    """A command line for a random verb, with one to three hostile values or paths."""
+    from graphkit.cli import VERBS
+
+    verb = rng.choice(VERBS)
+    key = rng.choice(["whole", "add", "static", "ifo", "ext", "linear"])
+    info = ws.info[key]
+    model = str(ws.model(key))
+    # argv items: (text, role); roles: lit, in, out, num, name, value
+    items: list[tuple[str, str]] = [(verb, "lit")]
+    inner, inp, outp = _pick(rng, info.inner), _pick(rng, info.inputs), _pick(rng, info.outputs)
+    if verb in ("inspect", "check"):
+        items += [(model, "in")] + [(f, "lit") for f in rng.sample(["--json", "--strict", "--no-checker"], 1)
+                                     if verb == "check" or f == "--json"]
+    elif verb == "toposort":
+        items += [(model, "in"), (str(ws.out / "sorted.onnx"), "out")]
+    elif verb == "extract":
+        items += [(model, "in"), (str(ws.out / "cut.onnx"), "out"), ("--inputs", "lit"), (inp, "name"),
+                  ("--outputs", "lit"), (rng.choice([outp, inner]), "name")]
+    elif verb == "expose":
+        items += [(model, "in"), (str(ws.out / "exposed.onnx"), "out")]
+        items += rng.choice([[("--tensors", "lit"), (inner, "name")], [("--all", "lit")],
+                             [("--op-types", "lit"), (_pick(rng, info.ops), "name")]])
+    elif verb == "split":
+        items += [(model, "in"), (str(ws.out / "split"), "out")]
+        items += rng.choice([[("--parts", "lit"), ("2", "num")], [("--at", "lit"), (inner, "name")]])
+    elif verb in ("run", "compare"):
+        items += [(model, "in")]
+        if verb == "compare" and rng.random() < 0.3:
+            items += [(str(ws.model(key)), "in")]
+        extra = {
+            "--input": (f"{inp}=" + str(ws.inside / "in.npy"), "value"), "--shape": (f"{inp}=1,3,10,10", "num"),
+            "--dim": ("batch=2", "num"), "--range": (f"{inp}=0,1", "num"), "--seed": ("3", "num"),
+        }
+        if verb == "run":
+            extra.update({"--threads": ("2", "num"), "--output": (inner, "name"),
+                          "--save": (str(ws.out / "values.npz"), "out"), "--opt-level": ("basic", "lit")})
+        else:
+            extra.update({"--atol": ("1e-3", "num"), "--rtol": ("1e-3", "num"), "--tensor": (inner, "name"),
+                          "--map": (str(ws.inside / "map.json"), "in"), "--fragment-mb": ("1", "num"),
+                          "--local-checks": ("4", "num"), "--save-report": (str(ws.out / "report.json"), "out"),
+                          "--reference": (str(ws.inside / "ref.npz"), "in")})
+        for flag in rng.sample(sorted(extra), rng.randint(0, 3)):
+            items += [(flag, "lit"), extra[flag]]
+    elif verb == "run-chain":
+        items += [(str(ws.inside / rng.choice(["split", "split_ext"])), "in")]
+        extra = {"--save": (str(ws.out / "chain.npz"), "out"), "--atol": ("1e-4", "num"), "--rtol": ("1e-4", "num"),
+                 "--threads": ("1", "num"), "--seed": ("1", "num"), "--dim": ("batch=2", "num"),
+                 "--source": (model, "in")}
+        for flag in rng.sample(sorted(extra), rng.randint(0, 2)):
+            items += [(flag, "lit"), extra[flag]]
+        if rng.random() < 0.3:
+            items += [("--no-compare", "lit")]
+    elif verb == "edit":
+        items += [(model, "in"), (str(ws.out / "edited.onnx"), "out")]
+        for _ in range(rng.randint(1, 2)):
+            items += _edit_flag(ws, info, rng)
+        if rng.random() < 0.3:
+            items += [("--save-recipe", "lit"), (str(ws.out / rng.choice(["r.yaml", "r.json"])), "out")]
+        if rng.random() < 0.2:
+            items += [("--recipe", "lit"), (str(ws.inside / "recipe.yaml"), "in")]
+    elif verb == "merge":
+        items += [(str(ws.model("add")), "in"), (str(ws.model("static")), "in"), (str(ws.out / "merged.onnx"), "out"),
+                  ("--connect", "lit"), ("output=in", "name")]
+        if rng.random() < 0.3:
+            items += [("--prefixes", "lit"), ("a_", "name"), ("b_", "name")]
+    elif verb == "markers":
+        items += [(str(ws.model("markers")), "in"), (str(ws.out / "marked.onnx"), "out")]
+        for flag, default in rng.sample([("--domain", "my"), ("--op", "Debug"), ("--attr", "name")], rng.randint(0, 2)):
+            items += [(flag, "lit"), (default, "name")]
+    else:  # diff
+        items += [(model, "in"), (str(ws.model(rng.choice(list(ws.info)))), "in")]
+        for flag in rng.sample(["--atol", "--rtol"], rng.randint(0, 2)):
+            items += [(flag, "lit"), ("0.1", "num")]
+    if rng.random() < 0.1 and any(role == "out" for _, role in items):
+        items += [("--overwrite", "lit")]
+    if rng.random() < 0.2 and any(role == "out" for _, role in items) and verb not in ("split", "run", "run-chain", "compare"):
+        items += [(rng.choice(["--external-data", "--inline-data", "--no-check"]), "lit")]
+    argv = _mutate_argv(ws, items, rng)
+    return _cli_action(ws, argv)
+
+
+def _edit_flag(ws: Workspace, info: ModelInfo, rng: random.Random) -> list[tuple[str, str]]:
+    node, attr = rng.choice(info.attrs)
+    some_node = _pick(rng, info.nodes)
+    tensor = _pick(rng, info.inner)
+    init = _pick(rng, info.inits)
+    inp = _pick(rng, info.inputs)
+    choices = {
+        "--set-attr": (f"{node}.{attr}={{}}", "value", "1"),
+        "--remove-attr": (f"{node}.{{}}", "name", attr),
+        "--set-op-type": (f"{some_node}={{}}", "name", "Relu"),
+        "--rename": (f"{tensor}={{}}", "name", "renamed"),
+        "--rename-node": (f"{some_node}={{}}", "name", "renamed"),
+        "--bypass": (f"{some_node}={{}}", "num", "0"),
+        "--remove-node": ("{}", "name", some_node),
+        "--remove-node-downstream": ("{}", "name", some_node),
+        "--insert-after": (f"{tensor}={{}}", "name", "Relu"),
+        "--set-initializer": (f"{init}={{}}", "value", "{bias.npy}"),
+        "--input-from-initializer": ("{}", "name", init),
+        "--input-from-constant": ("{}", "name", _pick(rng, info.constants)),
+        "--freeze": (f"{inp}={{}}", "value", "{in.npy}"),
+        "--dynamic": (f"{inp}:0={{}}", "name", "batch"),
+        "--fixed": (f"{inp}:0={{}}", "num", "1"),
+        "--replace-op": (f"{_pick(rng, info.ops)}={{}}", "name", "Identity"),
+        "--set-opset": ("ai.onnx={}", "num", "18"),
+        "--remove-opset": ("{}", "name", "ai.onnx.ml"),
+        "--cleanup": ("", "lit", ""),
+        "--fold-constants": ("{}", "num", "1024"),
+    }
+    flag = rng.choice(sorted(choices))
+    fmt, role, value = choices[flag]
+    if not fmt:
+        return [(flag, "lit")]
+    return [(flag, "lit"), (fmt + "\x01" + value, role)]
+
+
+def _value_text(ws: Workspace, value: str) -> str:
+    if value.startswith("{") and value.endswith(".npy}"):
+        name = value[1:-1]
+        folder = ws.inside if name in ("bias.npy", "in.npy") else ws.special
+        return str(folder / name)
+    return value
+
+
+def _mutate_argv(ws: Workspace, items: list[tuple[str, str]], rng: random.Random) -> list[str]:
+    """Replace one to three values (numbers, names, values, input or output paths) by hostile ones."""
+    items = list(items)
+    mutable = [i for i, (_, role) in enumerate(items) if role != "lit"]
+    count = 0 if rng.random() < 0.08 or not mutable else rng.randint(1, min(3, len(mutable)))
+    for i in rng.sample(mutable, count):
+        text, role = items[i]
+        fmt, sep, _ = text.partition("\x01")
+        if role == "num":
+            new = rng.choice(NUMBERS)
+            if not sep and rng.random() < 0.5 and "," in text:  # one of several numbers
+                parts = text.split(",")
+                parts[rng.randrange(len(parts))] = new
+                new = ",".join(parts)
+        elif role == "name":
+            new = rng.choice(NAMES)
+        elif role == "value":
+            new = rng.choice(VALUES)
+        elif role == "in":
+            new = ws.hostile_input(rng, Path(text).suffix)
+        else:
+            new = ws.hostile_output(rng, Path(text).suffix)
+        items[i] = (fmt.replace("{}", new) if sep else new, role)
+    argv = []
+    for text, _role in items:
+        fmt, sep, value = text.partition("\x01")
+        argv.append(_value_text(ws, fmt.replace("{}", value)) if sep else _value_text(ws, text))
+    if rng.random() < 0.05:
+        del argv[rng.randrange(1, len(argv))]
+    return argv
+
+
+# ---------------------------------------------------------------------------------------- recipes
+
+JSON_HOSTILE: tuple[object, ...] = (
+    None, 5, -1, 2.5, 1e308, "abc", "", [], [1, [2]], {}, {"a": 1}, True, 10**30, {"npy": None}, {"npy": 5},
+    {"value": "x", "dtype": "bogus"}, {"value": [[1, 2], [3]], "dtype": "float32"}, {"value": 1, "dtype": "object"},
+    {"npy": "FIFO"}, {"npy": "ZERO"}, {"npy": "DIR"}, {"npy": "MISSING"}, {"npy": "../special/fifo.npy"},
+    "x" * 100_000, {"value": [1.0] * 3, "dtype": "float32"}, {"value": 1e400}, {"0": "batch", "x": 1},
+    ["a", "b"], {"npy": "/dev/zero"}, {"value": [1], "dtype": None}, -(10**30), "²",
+)
+
+
+def _recipe_steps(ws: Workspace, info: ModelInfo, rng: random.Random) -> list[dict[str, object]]:
+    node, attr = rng.choice(info.attrs)
+    some_node, tensor, init, inp = (_pick(rng, info.nodes), _pick(rng, info.inner), _pick(rng, info.inits),
+                                    _pick(rng, info.inputs))
+    valid = [
+        {"op": "set_attribute", "node": node, "name": attr, "value": 1},
+        {"op": "remove_attribute", "node": node, "name": attr},
+        {"op": "set_op_type", "node": some_node, "op_type": "Relu"},
+        {"op": "rename_tensor", "old": tensor, "new": "t_new"},
+        {"op": "rename_node", "old": some_node, "new": "n_new"},
+        {"op": "bypass_node", "node": some_node, "input_index": 0},
+        {"op": "remove_node", "node": some_node, "downstream": True},
+        {"op": "insert_node", "after": tensor, "op_type": "Relu"},
+        {"op": "set_initializer", "name": init, "value": {"npy": str(ws.inside / "bias.npy")}},
+        {"op": "set_initializer", "name": init, "value": {"value": [1.0], "dtype": "float32"}},
+        {"op": "initializer_to_input", "name": init},
+        {"op": "constant_to_input", "name": _pick(rng, info.constants)},
+        {"op": "input_to_initializer", "name": inp, "value": {"npy": str(ws.inside / "in.npy")}},
+        {"op": "set_dims", "tensor": inp, "dims": {0: "batch"}},
+        {"op": "replace_op", "old_op": _pick(rng, info.ops), "new_op_type": "Identity"},
+        {"op": "set_opset", "domain": "ai.onnx", "version": 18},
+        {"op": "cleanup"},
+        {"op": "fold_constants", "max_bytes": 1024},
+        {"op": "merge", "other": str(ws.model("static")), "connect": {"output": "in"}},
+    ]
+    return [dict(rng.choice(valid)) for _ in range(rng.randint(1, 3))]
+
+
+def _hostile_json(ws: Workspace, value: object) -> object:
+    names = {"FIFO": "fifo.npy", "ZERO": "zero.npy", "DIR": "dir.npy", "MISSING": "missing.npy"}
+    if isinstance(value, dict) and value.get("npy") in names:
+        return {"npy": str(ws.special / names[str(value["npy"])])}
+    return value
+
+
+def _recipe_text(steps: object, yaml_format: bool) -> str:
+    import yaml
+
+    if yaml_format:
+        return yaml.safe_dump(steps, allow_unicode=True, sort_keys=False)
+    return json.dumps(steps, ensure_ascii=False)
+
+
+def _recipe_case(ws: Workspace, rng: random.Random) -> Action:
+    """A recipe file (YAML or JSON) with wrong-typed arguments, bad bytes, bombs or FIFO values, applied by
+    ``edit --recipe`` or ``apply_recipe``."""
+    key = rng.choice(["whole", "add", "static", "markers", "ifo"])
+    info = ws.info[key]
+    yaml_format = rng.random() < 0.6
+    steps: object = _recipe_steps(ws, info, rng)
+    kind = rng.choice(["wrong_type", "wrong_type", "wrong_type", "extra_arg", "missing_arg", "op", "top", "deep",
+                       "bomb", "utf8", "bytes", "fifo", "valid", "syntax", "many"])
+    path = ws.inside / ("recipe_case.yaml" if yaml_format else "recipe_case.json")
+    assert isinstance(steps, list)
+    step = rng.choice(steps)
+    data: bytes | None = None
+    if kind == "wrong_type":
+        args = [k for k in step if k != "op"] or ["value"]
+        step[rng.choice(args)] = _hostile_json(ws, rng.choice(JSON_HOSTILE))
+    elif kind == "extra_arg":
+        step[rng.choice(["bogus", "check", "model", "op_type", "value", "self"])] = _hostile_json(ws, rng.choice(JSON_HOSTILE))
+    elif kind == "missing_arg":
+        args = [k for k in step if k != "op"]
+        if args:
+            del step[rng.choice(args)]
+    elif kind == "op":
+        step["op"] = rng.choice([5, None, "no_such_op", "", "__init__", "load", ["cleanup"], "Cleanup", "apply_recipe"])
+    elif kind == "top":
+        steps = rng.choice([5, "cleanup", None, {"steps": 5}, {"steps": {"op": "cleanup"}}, {"step": []}, [[]], [5],
+                            {"steps": steps, "extra": 1}, [None], True])
+    elif kind == "deep":
+        depth = rng.choice([1000, 30_000, 100_000])
+        nest = "[" * depth + "]" * depth
+        text = _recipe_text(steps, False).replace('"op"', f'"deep": {nest}, "op"', 1) if rng.random() < 0.5 else nest
+        data = text.encode()
+        path = path.with_suffix(rng.choice([".json", ".yaml"]))
+    elif kind == "bomb":
+        lines = ['a0: &a0 ["x","x","x","x","x","x","x","x","x","x"]']
+        lines += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 10)]
+        lines += ["steps:", "  - op: set_attribute", f"    node: {json.dumps(node_name(info))}",
+                  "    name: x", "    value: *a9"]
+        data = "\n".join(lines).encode()
+        path = path.with_suffix(".yaml")
+    elif kind == "utf8":
+        raw = bytearray(_recipe_text(steps, yaml_format).encode())
+        raw[rng.randrange(len(raw) + 1):0] = rng.choice([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x00", b"\xfe\xff"])
+        data = bytes(raw)
+    elif kind == "bytes":
+        data, _ = mutate_bytes(_recipe_text(steps, yaml_format).encode(), rng)
+    elif kind == "fifo":
+        path = ws.special / ("fifo.yaml" if yaml_format else "fifo.json")
+    elif kind == "syntax":
+        data = rng.choice([b"- op: [", b"{", b"- op: cleanup\n\t- x", b"!!python/object:os.system {}",
+                           b"- !!binary AAAA", b"- op: cleanup\n- op: cleanup\n  op: cleanup", b"", b"\n",
+                           b"- {op: set_opset, domain: ai.onnx, version: .nan}", b"[NaN]", b"- op: *undefined"])
+    elif kind == "many":
+        steps = [{"op": "set_opset", "domain": "ai.onnx", "version": 17}] * rng.choice([2000, 20_000])
+    if kind != "fifo":
+        path.write_bytes(data if data is not None else _recipe_text(steps, yaml_format).encode())
+    model = ws.model(key)
+    if rng.random() < 0.7:
+        argv = ["edit", str(model), str(ws.out / "edited.onnx"), "--recipe", str(path)]
+        if rng.random() < 0.2:
+            argv += ["--save-recipe", str(rng.choice([ws.out / "saved.yaml", path, model]))]
+        action = _cli_action(ws, argv)
+        action.what = f"[{kind}] {action.what}"
+        return action
+    loaded = gk.load(model)
+    return Action(f"[{kind}] gk.apply_recipe(gk.load({ws.text(model)!r}), {ws.text(path)!r})",
+                  lambda: gk.apply_recipe(loaded, str(path)), False, models=(loaded,))
+
+
+def node_name(info: ModelInfo) -> str:
+    return info.nodes[0] if info.nodes else "n"
+
+
+# --------------------------------------------------------------------------------- split manifests
+
+
+def _manifest_case(ws: Workspace, rng: random.Random) -> Action:
+    """A split folder whose manifest has wrong field types, huge numbers, deep nesting, files outside the
+    folder, or whose fragments were replaced (FIFO, directory, a huge sparse file), read by ``run-chain``
+    or ``load_split``."""
+    folder = ws.inside / rng.choice(["split", "split_ext"])
+    manifest = folder / "manifest.json"
+    data = json.loads(manifest.read_text())
+    kind = rng.choice(["field", "field", "field", "outside", "outside", "sha", "sparse", "deep", "utf8", "bytes",
+                       "fifo", "replace", "source", "valid", "drop"])
+    raw: bytes | None = None
+    fragments = data.get("fragments", [])
+    frag = rng.choice(fragments) if fragments else {}
+    if kind == "field":
+        for _ in range(rng.randint(1, 2)):
+            _set_random_field(data, rng, ws)
+    elif kind == "outside":
+        frag[rng.choice(["file", "file", "data"])] = rng.choice([
+            "../../outside.onnx", str(ws.root / "outside.onnx"), "/etc/hostname", "../split/part_00.onnx",
+            "../split_ext/" + str(frag.get("file", "")), "/dev/zero", "../../special/fifo.onnx", ".", "",
+        ])
+    elif kind == "sha":
+        frag["sha256"] = rng.choice(["0" * 64, "", "zz", 5, None, "0" * 100_000])
+    elif kind == "sparse":
+        target = folder / str(frag.get("file", "part_00.onnx"))
+        with open(target, "r+b") as handle:
+            handle.truncate(rng.choice([2**40, 2**33, 2**31 + 7]))
+        if rng.random() < 0.5:
+            frag["sha256"] = "f" * 64
+    elif kind == "deep":
+        depth = rng.choice([1000, 30_000, 100_000])
+        text = json.dumps(data)
+        raw = text.replace('"fragments"', '"deep": ' + "[" * depth + "]" * depth + ', "fragments"', 1).encode() \
+            if rng.random() < 0.5 else text.replace('"nodes": ', '"nodes": ' + "[" * depth + "]" * depth + ', "x": ', 1).encode()
+    elif kind == "utf8":
+        text = bytearray(json.dumps(data, ensure_ascii=False).encode())
+        text[rng.randrange(len(text)):0] = rng.choice([b"\xff", b"\xc3", b"\x00"])
+        raw = bytes(text)
+    elif kind == "bytes":
+        raw, _ = mutate_bytes(json.dumps(data).encode(), rng)
+    elif kind == "replace":
+        target = folder / str(frag.get("file", "part_00.onnx"))
+        target.unlink()
+        choice = rng.choice(["fifo", "dir", "zero", "link", "missing"])
+        if choice == "fifo":
+            os.mkfifo(target)
+        elif choice == "dir":
+            target.mkdir()
+        elif choice == "zero":
+            import stat
+
+            with contextlib.suppress(OSError):
+                os.mknod(target, stat.S_IFCHR | 0o666, os.makedev(1, 5))
+        elif choice == "link":
+            os.symlink(ws.root / "outside.onnx", target)
+    elif kind == "source":
+        data["source"] = rng.choice([
+            {"path": str(ws.special / "fifo.onnx")}, {"relative_path": "../../special/zero.onnx"},
+            {"path": "/dev/zero"}, {"path": [1, 2]}, {"relative_path": 5}, "x", [1, 2], {"sha256": 5},
+            {"path": str(ws.special / "dir.onnx"), "sha256": "0" * 64},
+        ])
+    elif kind == "drop" and data:
+        del data[rng.choice(sorted(data))]
+    if kind == "fifo":
+        folder = ws.special / "fifo_split"
+        folder.mkdir()
+        os.mkfifo(folder / "manifest.json")
+    else:
+        text = raw if raw is not None else json.dumps(data).replace('"__1e400__"', "1e400").encode()
+        manifest.write_bytes(text)
+    if rng.random() < 0.6:
+        argv = ["run-chain", str(folder if rng.random() < 0.7 else folder / "manifest.json")]
+        argv += rng.choice([["--no-compare"], [], ["--save", str(ws.out / "chain.npz")]])
+        action = _cli_action(ws, argv)
+    else:
+        fn = rng.choice(["load_split", "run_chain"])
+        action = Action(f"gk.{fn}({ws.text(folder)!r})", lambda: getattr(gk, fn)(str(folder)), False)
+    action.what = f"[{kind}] {action.what}"
+    return action
+
+
+def _set_random_field(data: object, rng: random.Random, ws: Workspace) -> None:
+    """Replace one value somewhere in a JSON tree by a hostile one."""
+    spots: list[tuple[object, object]] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                spots.append((node, k))
+                walk(v)
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                spots.append((node, i))
+                walk(v)
+
+    walk(data)
+    if not spots:
+        return
+    parent, key = rng.choice(spots)
+    value = rng.choice([*JSON_HOSTILE, "__1e400__", -5, 2**64, "float99", "x", [None], {"name": 5}])
+    parent[key] = _hostile_json(ws, value)  # type: ignore[index]
+
+
+# ------------------------------------------------------------------------------------- feed files
+
+
+def _npy_bytes(header: str, payload: bytes, version: bytes = b"\x01\x00") -> bytes:
+    raw = header.encode("latin1")
+    raw += b" " * (63 - (len(raw) + 10) % 64) + b"\n"
+    return b"\x93NUMPY" + version + len(raw).to_bytes(2, "little") + raw + payload
+
+
+def _feed_npy(rng: random.Random) -> tuple[bytes, str]:
+    import io as _io
+
+    import numpy as np
+
+    good = np.ones((1, 3, 10, 10), np.float32)
+    kind = rng.choice(["shape", "shape", "descr", "order", "hlen", "version", "truncate", "magic", "header",
+                       "object", "valid", "bytes", "dtype", "scalar"])
+    payload = good.tobytes()
+    if kind == "shape":
+        shape = rng.choice(["(1000000000000,)", "(1099511627776, 1099511627776)", "(-1,)", "(0,)", "(1, 3, 10)",
+                            "(2**62,)", "('a',)", "(1.5,)", "(" + "1," * 40 + ")", "(3, -4)", "(None,)"])
+        return _npy_bytes(f"{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}", payload), kind + shape
+    if kind == "descr":
+        descr = rng.choice(["'|O'", "'<U10'", "'>f4'", "'|V8'", "'<c16'", "'bogus'", "'<f2'", "'|b1'", "[('a', '<f4')]",
+                            "'<M8[s]'", "5", "'<f99999999999'"])
+        return _npy_bytes(f"{{'descr': {descr}, 'fortran_order': False, 'shape': (1, 3, 10, 10), }}", payload), kind + descr
+    if kind == "order":
+        return _npy_bytes("{'descr': '<f4', 'fortran_order': 7, 'shape': (1, 3, 10, 10), }", payload), kind
+    if kind == "hlen":
+        data = bytearray(_npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 10, 10), }", payload))
+        data[8:10] = rng.choice([b"\xff\xff", b"\x00\x00", b"\x05\x00"])
+        return bytes(data), kind
+    if kind == "version":
+        return _npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 10, 10), }", payload,
+                          rng.choice([b"\x03\x00", b"\x09\x09", b"\x02\x00"])), kind
+    if kind == "truncate":
+        data = _npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 10, 10), }", payload)
+        return data[: rng.randrange(len(data))], kind
+    if kind == "magic":
+        return b"\x93NUMPX" + _npy_bytes("{}", b"")[6:], kind
+    if kind == "header":
+        header = rng.choice(["[1, 2]", "{'descr': __import__('os').getcwd()}", "{", "{'shape': (1,)}", "1" * 60000,
+                             "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 10, 10), 'x': 1}"])
+        return _npy_bytes(header, payload), kind
+    buffer = _io.BytesIO()
+    if kind == "object":
+        np.save(buffer, np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
+    elif kind == "dtype":
+        np.save(buffer, rng.choice([np.ones((1, 3, 10, 10), np.int64), np.array(["a"] * 300).reshape(1, 3, 10, 10),
+                                    np.ones((1, 3, 10, 10), np.complex64), np.ones((1, 3, 10, 10), bool),
+                                    np.ones((1, 3, 10, 10), np.float16), np.ones((300,), np.float32)]))
+    elif kind == "scalar":
+        np.save(buffer, np.float32(1.0))
+    else:
+        np.save(buffer, good)
+    data = buffer.getvalue()
+    if kind == "bytes":
+        data, _ = mutate_bytes(data, rng)
+    return data, kind
+
+
+def _feed_npz(ws: Workspace, rng: random.Random) -> tuple[bytes | None, str]:
+    import io as _io
+    import zipfile
+
+    kind = rng.choice(["member", "member", "truncate", "bomb", "names", "empty", "notzip", "size", "valid", "bytes"])
+    buffer = _io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        if kind == "member":
+            data, sub = _feed_npy(rng)
+            archive.writestr("in.npy", data)
+            kind += ":" + sub
+        elif kind == "names":
+            data, _ = _feed_npy(random.Random(0))
+            for name in rng.choice([["in.npy", "in.npy"], ["../in.npy"], ["a/b/in.npy"], ["in.txt"], ["x" * 300 + ".npy"],
+                                    ["in.npy", "b.npy", "c.npy"], ["\udcff.npy".encode("utf-8", "surrogateescape").decode("latin1")]]):
+                with contextlib.suppress(Exception):
+                    archive.writestr(name, data)
+        elif kind != "empty":
+            data, _ = _feed_npy(random.Random(0))
+            archive.writestr("in.npy", data)
+    data = buffer.getvalue()
+    if kind == "bomb":
+        return None, kind
+    if kind == "truncate":
+        data = data[: rng.randrange(len(data))]
+    elif kind == "notzip":
+        data = b"PK\x03\x04" + bytes(rng.randrange(256) for _ in range(100))
+    elif kind == "size":  # the central directory claims a 6 GB member
+        at = data.rfind(b"PK\x01\x02")
+        raw = bytearray(data)
+        raw[at + 24:at + 28] = (0xFFFFFFF0).to_bytes(4, "little")
+        data = bytes(raw)
+    elif kind == "bytes":
+        data, _ = mutate_bytes(data, rng)
+    return data, kind
+
+
+def _feed_pb(ws: Workspace, rng: random.Random) -> tuple[bytes, str]:
+    import numpy as np
+    from onnx import TensorProto, numpy_helper
+
+    tensor = numpy_helper.from_array(np.ones((1, 3, 10, 10), np.float32), "in")
+    kind = rng.choice(["dtype", "dtype", "dims", "raw", "external", "string", "valid", "bytes", "fields"])
+    if kind == "dtype":
+        tensor.data_type = rng.choice([99, 0, 8, 16, 17, 23, 2**31 - 1, 15, 14])
+    elif kind == "dims":
+        del tensor.dims[:]
+        tensor.dims.extend(rng.choice([[10**12], [-1], [2**62, 2**62], [0], [1, 3, 10], [1] * 100]))
+    elif kind == "raw":
+        tensor.raw_data = tensor.raw_data[: rng.randrange(len(tensor.raw_data))]
+    elif kind == "external":
+        tensor.data_location = TensorProto.EXTERNAL
+        tensor.ClearField("raw_data")
+        for k, v in (("location", rng.choice(["../special/zero.npy", "/etc/passwd", "x\x00y", "in.npy"])),
+                     ("length", rng.choice(["-1", "99999999999999", "²"]))):
+            entry = tensor.external_data.add()
+            entry.key, entry.value = k, v
+    elif kind == "string":
+        tensor.data_type = TensorProto.STRING
+        tensor.ClearField("raw_data")
+        tensor.string_data.extend([b"\xff" * 10] * 300)
+    elif kind == "fields":
+        tensor.ClearField("raw_data")
+        tensor.float_data.extend([1.0] * rng.choice([1, 299, 301]))
+    data = tensor.SerializeToString()
+    if kind == "bytes":
+        data, _ = mutate_bytes(data, rng)
+    return data, kind
+
+
+def _feeds_case(ws: Workspace, rng: random.Random) -> Action:
+    """A feed file (.npy/.npz/.pb) with a lying header, a huge declared size, object arrays, a truncated
+    zip or an unknown data type, given to ``run --input``, ``compare --reference``, ``edit --freeze`` or
+    ``run-chain --input``."""
+    fmt = rng.choice([".npy", ".npy", ".npz", ".pb"])
+    if fmt == ".npy":
+        data, kind = _feed_npy(rng)
+    elif fmt == ".npz":
+        data, kind = _feed_npz(ws, rng)  # type: ignore[assignment]
+    else:
+        data, kind = _feed_pb(ws, rng)
+    path = ws.inside / f"feed{fmt}"
+    if data is None:  # the zip bomb
+        shutil.copy(zip_bomb(), path)
+    else:
+        path.write_bytes(data)
+    use = rng.choice(["run", "run", "run_named", "compare", "freeze", "set_init", "chain", "api_run"])
+    model = str(ws.model("static"))
+    if use == "run":
+        argv = ["run", model, "--input", str(path)]
+    elif use == "run_named":
+        argv = ["run", model, "--input", f"in={path}"]
+    elif use == "compare":
+        argv = ["compare", model, "--reference", str(path)]
+    elif use == "freeze" and fmt == ".npy":
+        argv = ["edit", model, str(ws.out / "frozen.onnx"), "--freeze", f"in={path}"]
+    elif use == "set_init" and fmt == ".npy":
+        argv = ["edit", model, str(ws.out / "set.onnx"), "--set-initializer", f"conv.bias={path}"]
+    elif use == "chain":
+        argv = ["run-chain", str(ws.inside / "split"), "--input", f"input.1={path}", "--no-compare"]
+    else:
+        loaded = gk.load(model)
+        action = Action(f"[{fmt}:{kind}] gk.compare(gk.load({ws.text(model)!r}), reference={ws.text(path)!r})",
+                        lambda: gk.compare(loaded, reference=str(path)), False, models=(loaded,))
+        return action
+    action = _cli_action(ws, argv)
+    action.what = f"[{fmt}:{kind}] {action.what}"
+    return action
+
+
+# ------------------------------------------------------------------------------------ API arguments
+
+
+def _api_pool(ws: Workspace) -> list[tuple[str, Callable[[], object]]]:
+    """Hostile argument values, each with its text (built fresh for every call)."""
+    import numpy as np
+
+    sp = ws.special
+    return [
+        ("None", lambda: None), ("0", lambda: 0), ("-1", lambda: -1), ("2.5", lambda: 2.5),
+        ("nan", lambda: float("nan")), ("inf", lambda: float("inf")), ("10**30", lambda: 10**30),
+        ("True", lambda: True), ("''", lambda: ""), ("'ghost'", lambda: "ghost"), ("'x'*10000", lambda: "x" * 10000),
+        ("'a\\x00b'", lambda: "a\x00b"), ("'\\udcff'", lambda: "\udcff"), ("b'bytes'", lambda: b"bytes"),
+        ("[]", lambda: []), ("[None]", lambda: [None]), ("[5]", lambda: [5]), ("['ghost']", lambda: ["ghost"]),
+        ("[[]]", lambda: [[]]), ("{}", lambda: {}), ("{'a': 5}", lambda: {"a": 5}), ("{'ghost': 'x'}", lambda: {"ghost": "x"}),
+        ("{5: None}", lambda: {5: None}), ("object()", object), ("('a',)", lambda: ("a",)),
+        ("Path('a\\x00b')", lambda: Path("a\x00b")), ("fifo.onnx", lambda: str(sp / "fifo.onnx")),
+        ("dir.onnx", lambda: str(sp / "dir.onnx")), ("zero.onnx", lambda: str(sp / "zero.onnx")),
+        ("missing.onnx", lambda: str(sp / "missing.onnx")), ("Path(dir)", lambda: ws.out),
+        ("np.array([1, 2])", lambda: np.array([1, 2])), ("np.array([object()])", lambda: np.array([object()], dtype=object)),
+        ("set()", set), ("iter([1])", lambda: iter([1])), ("range(3)", lambda: range(3)), ("1+2j", lambda: 1 + 2j),
+        ("{'in': 'abc'}", lambda: {"in": "abc"}), ("{'in': [1, 'a']}", lambda: {"in": [1, "a"]}),
+        ("{'input.1': (0, 'x')}", lambda: {"input.1": (0, "x")}), ("{'a': 5}", lambda: {"a": 5}),
+        ("{'in': np.ones(10**6)}", lambda: {"in": np.ones(10**6)}), ("{'batch': -5}", lambda: {"batch": -5}),
+        ("{'input.1': [10**12]}", lambda: {"input.1": [10**12]}), ("'x'*300+'.onnx'", lambda: "x" * 300 + ".onnx"),
+        ("gk.load(my_add)", lambda: gk.load(ws.model("add"))), ("lambda", lambda: (lambda: 0)),
+        ("-(10**30)", lambda: -(10**30)), ("'²'", lambda: "²"), ("('a', 'b', 'c')", lambda: ("a", "b", "c")),
+    ]
+
+
+def _api_baseline(ws: Workspace, name: str) -> dict[str, object] | None:
+    """Valid keyword arguments of the public function ``name`` on the whole_model fixture (None: unknown)."""
+    import numpy as np
+
+    whole = gk.load(ws.model("whole"))
+    info = ws.info["whole"]
+    inner = "/convs1/convs1.2/Conv_output_0"
+    conv = "/convs2/convs2.1/Conv"
+    table: dict[str, dict[str, object]] = {
+        "load": {"path": str(ws.model("whole"))},
+        "save": {"model": whole, "path": str(ws.out / "saved.onnx")},
+        "tensor_value": {"model": whole, "tensor": whole.graph.initializer[0]},
+        "diff": {"a": whole, "b": gk.load(ws.model("whole"))},
+        "extract": {"model": whole, "inputs": [inner], "outputs": ["/convs4/convs4.0/Conv_output_0"]},
+        "expose": {"model": whole, "tensors": [inner]},
+        "split": {"model": whole, "parts": 2},
+        "write_split": {"result": gk.split(whole, parts=2), "outdir": str(ws.out / "split")},
+        "load_split": {"path": str(ws.inside / "split")},
+        "run_chain": {"fragments": str(ws.inside / "split")},
+        "apply_recipe": {"model": whole, "recipe": str(ws.inside / "recipe.yaml")},
+        "load_recipe": {"path": str(ws.inside / "recipe.yaml")},
+        "merge": {"a": gk.load(ws.model("add")), "b": gk.load(ws.model("static")), "connect": {"output": "in"}},
+        "parse_model": {"text": "<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[2] x) => (float[2] y) {\n y = Relu(x)\n}"},
+        "bypass_node": {"model": whole, "node": conv},
+        "remove_attribute": {"model": whole, "node": conv, "name": "group"},
+        "remove_node": {"model": whole, "node": "/convs4/convs4.2/Conv"},
+        "rename_node": {"model": whole, "old": conv, "new": "renamed"},
+        "rename_tensor": {"model": whole, "old": inner, "new": "renamed"},
+        "replace_op": {"model": whole, "old_op": "Add"},
+        "set_attribute": {"model": whole, "node": conv, "name": "group", "value": 1},
+        "set_dims": {"model": whole, "tensor": "input.1", "dims": {0: "batch"}},
+        "set_initializer": {"model": whole, "name": info.inits[1], "value": np.ones(3, np.float32)},
+        "set_op_type": {"model": whole, "node": "/Add", "op_type": "Sub"},
+        "set_opset": {"model": whole, "domain": "ai.onnx", "version": 18},
+        "initializer_to_input": {"model": whole, "name": info.inits[0]},
+        "constant_to_input": {"model": gk.load(ws.model("add")), "name": "/Constant_output_0"},
+        "input_to_initializer": {"model": whole, "name": "input.1", "value": np.ones((1, 3, 20, 20), np.float32)},
+        "insert_node": {"model": whole, "after": inner, "op_type": "Relu"},
+        "markers": {"model": gk.load(ws.model("markers"))},
+        "from_graphsurgeon": {"graph": None},
+        "make_feeds": {"model": whole},
+    }
+    if name == "from_graphsurgeon":
+        table[name]["graph"] = gk.to_graphsurgeon(whole)
+    if name in table:
+        return dict(table[name])
+    import inspect
+
+    params = list(inspect.signature(getattr(gk, name)).parameters.values())
+    if params and params[0].name == "model":
+        return {"model": whole}
+    return None
+
+
+def _api_functions() -> list[str]:
+    import inspect
+
+    return sorted(n for n in gk.__all__ if inspect.isfunction(getattr(gk, n)))
+
+
+def _api_case(ws: Workspace, rng: random.Random) -> Action:
+    """A public function called with one or two arguments of the wrong type or value."""
+    import inspect
+
+    name = rng.choice(_api_functions())
+    fn = getattr(gk, name)
+    baseline = _api_baseline(ws, name)
+    if baseline is None:
+        return Action(f"gk.{name}: no baseline", lambda: None, False)
+    params = inspect.signature(fn).parameters
+    pool = _api_pool(ws)
+    texts = {k: ("<valid>" if not isinstance(v, gk.Model) else "<model>") for k, v in baseline.items()}
+    names = [p for p in params if params[p].kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    for param in rng.sample(names, min(len(names), rng.randint(1, 2))):
+        text, make = rng.choice(pool)
+        baseline[param] = make()
+        texts[param] = text
+    args, kwargs = [], {}
+    for pname, param in params.items():
+        if pname not in baseline:
+            continue
+        if param.kind == inspect.Parameter.POSITIONAL_ONLY:
+            args.append(baseline[pname])
+        else:
+            kwargs[pname] = baseline[pname]
+    models = tuple(v for v in baseline.values() if isinstance(v, gk.Model))
+    what = f"gk.{name}(" + ", ".join(f"{k}={v}" for k, v in texts.items()) + ")"
+    return Action(what, lambda: fn(*args, **kwargs), False, models=models)
+
+
+# ----------------------------------------------------------------------------------- model bytes
+
+
+def _models_case(ws: Workspace, rng: random.Random) -> Action:
+    """A mutated fixture (as in the byte campaign above) through every operation, in the workspace."""
+    files = [ws.model(k) for k in ws.info]
+    source = rng.choice(files)
+    data, mutation = mutate(source.read_bytes(), rng)
+    target = source.parent / ("mutated" + source.suffix)
+    target.write_bytes(data)
+    shutil.copy(source, source.parent / "original.onnx")
+
+    def call() -> None:
+        ops = _operations(target, ws.out)
+        for op in OPERATIONS:
+            try:
+                ops[op]()
+            except gk.GraphkitError:
+                if op == "load":
+                    raise
+
+    return Action(f"{ws.text(source)} {mutation}", call, False)
+
+
+GENERATORS: dict[str, Callable[[Workspace, random.Random], Action]] = {
+    "models": _models_case, "cli": _cli_case, "recipes": _recipe_case, "manifests": _manifest_case,
+    "feeds": _feeds_case, "api": _api_case,
+}
+
+
+# ------------------------------------------------------------------------------------- verdicts
+
+
+@dataclass
+class Verdict:
+    """What one case did. result: ok, error (a GraphkitError / exit 2), traceback, hang, crash."""
+
+    kind: str
+    case: int
+    what: str
+    result: str
+    modified: list[str] = field(default_factory=list)
+    partial: list[str] = field(default_factory=list)
+    messy: bool = False  # exit 2 whose message is not one error line plus a hint
+    detail: str = ""
+    signature: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.result in ("traceback", "hang", "crash") or bool(self.modified) or bool(self.partial)
+
+
+def _signature(text: str) -> str:
+    """Where a traceback ends: the last graphkit frame and the exception type."""
+    frames = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("File ")]
+    ours = [f for f in frames if "/graphkit/" in f] or frames
+    last = [ln for ln in text.splitlines() if ln and not ln.startswith((" ", "hint:", "graphkit:"))]
+    where = ours[-1].split("/graphkit/")[-1] if ours else ""
+    return f"{where} | {last[-1][:120] if last else ''}"
+
+
+def _looks_temporary(name: str) -> bool:
+    base = Path(name).name
+    return base.startswith(".") or "tmp" in base.lower() or base.endswith(("~", ".part", ".partial"))
+
+
+@contextlib.contextmanager
+def memory_limit(gb: float) -> Iterator[None]:
+    """Cap this process's address space (soft limit) for the block: a case reading /dev/zero must end in
+    MemoryError, not in the machine's OOM killer."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = int(gb * 2**30)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    lowered = soft == resource.RLIM_INFINITY or soft > limit
+    if lowered:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        if lowered:
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def run_case(kind: str, case: int, seed: int, timeout: float, memory_gb: float = 4.0) -> Verdict:
+    """Build and run one case of ``kind`` in a fresh workspace (under a memory limit); judge it."""
+    tpl = template()
+    with memory_limit(memory_gb):
+        return _run_case(tpl, kind, case, seed, timeout)
+
+
+def _run_case(tpl: Template, kind: str, case: int, seed: int, timeout: float) -> Verdict:
+    import io as _io
+
+    rng = random.Random(f"{seed}:{kind}:{case}")
+    with tempfile.TemporaryDirectory(prefix=f"graphkit-fuzz-{kind}-", ignore_cleanup_errors=True) as tmp:
+        root = Path(tmp) / "w"
+        shutil.copytree(tpl.root, root, symlinks=True)
+        _make_specials(root / "special")
+        ws = Workspace(root, tpl.info)
+        cwd = os.getcwd()
+        os.chdir(root)
+        try:
+            action = GENERATORS[kind](ws, rng)
+            before = _snapshot(root)
+            frozen = [m.serialized() for m in action.models]
+            out, err = _io.StringIO(), _io.StringIO()
+            verdict = Verdict(kind, case, action.what, "ok")
+            try:
+                with _alarm(timeout), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    value = action.call()
+                if action.cli:
+                    verdict.result = {0: "ok", 1: "ok", 2: "error"}.get(value, "traceback")  # type: ignore[call-overload]
+                    text = err.getvalue()
+                    if verdict.result == "traceback":
+                        verdict.detail = f"exit {value}: {text[-3000:]}"
+                        verdict.signature = _signature(text)
+                    elif verdict.result == "error":
+                        lines = text.splitlines()
+                        verdict.messy = not (lines and lines[0].startswith("graphkit: error:") and len(lines) <= 2
+                                             and all(ln.startswith("hint: ") for ln in lines[1:]))
+                        verdict.detail = text[-500:]
+            except _Hang:
+                verdict.result = "hang"
+                verdict.detail = traceback.format_exc()[-3000:]
+                verdict.signature = "hang | " + _signature(verdict.detail)
+            except gk.GraphkitError as error:
+                verdict.result = "error"
+                verdict.detail = f"{type(error).__name__}: {error}"[:500]
+            except KeyboardInterrupt:
+                raise
+            except BaseException as error:
+                verdict.result = "traceback"
+                verdict.detail = traceback.format_exc()[-3000:]
+                verdict.signature = _signature(verdict.detail) or type(error).__name__
+        finally:
+            os.chdir(cwd)
+        after = _snapshot(root)
+        exempt = {str(Path(p).relative_to(root)) for p in action.exempt if p.startswith(str(root))}
+        verdict.modified = sorted(ws.text(root / k) for k, v in before.items()
+                                  if k not in exempt and after.get(k) != v)
+        verdict.modified += [f"{action.what.split('(')[0]} argument {i}" for i, (m, b) in
+                             enumerate(zip(action.models, frozen)) if m.serialized() != b]
+        new = [k for k, v in after.items() if k not in before and v[0] != "dir"]
+        if verdict.result in ("ok",):
+            new = [k for k in new if _looks_temporary(k)]
+        verdict.partial = sorted(ws.text(root / k) for k in new)
+    return verdict
+
+
+# ------------------------------------------------------------------------------------ campaigns
+
+
+@dataclass
+class KindSummary:
+    """Counts of one kind's campaign."""
+
+    kind: str
+    cases: int = 0
+    ok: int = 0
+    errors: int = 0
+    tracebacks: int = 0
+    hangs: int = 0
+    crashes: int = 0
+    modified: int = 0
+    partial: int = 0
+    messy: int = 0
+    seconds: float = 0.0
+    failures: list[dict[str, object]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for _ in self.failures)
+
+    def add(self, verdict: Verdict) -> None:
+        self.cases += 1
+        counter = {"ok": "ok", "error": "errors", "traceback": "tracebacks", "hang": "hangs", "crash": "crashes"}
+        attr = counter[verdict.result]
+        setattr(self, attr, getattr(self, attr) + 1)
+        self.modified += bool(verdict.modified)
+        self.partial += bool(verdict.partial)
+        self.messy += verdict.messy
+        if verdict.failed:
+            self.failures.append(asdict(verdict))
+
+    def line(self) -> str:
+        return (f"{self.kind}: {self.cases} cases in {self.seconds:.0f} s: ok {self.ok}, graphkit errors {self.errors}, "
+                f"tracebacks {self.tracebacks}, hangs {self.hangs}, crashes {self.crashes}, "
+                f"modified inputs {self.modified}, partial files {self.partial} (messy error messages {self.messy})")
+
+    def distinct(self) -> dict[str, list[dict[str, object]]]:
+        """Failures grouped by what went wrong."""
+        groups: dict[str, list[dict[str, object]]] = {}
+        for f in self.failures:
+            if f["modified"]:
+                key = "modified input"
+            elif f["partial"]:
+                key = "partial file"
+            else:
+                key = str(f["signature"] or f["result"])
+            groups.setdefault(key, []).append(f)
+        return groups
+
+
+def kind_worker(kind: str, cases: int, seed: int, timeout: float, start: int, memory_gb: float) -> int:
+    """Run cases of ``kind`` in this process under a memory limit; one JSON line per case on stdout."""
+    limit = int(memory_gb * 2**30)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    results = os.fdopen(os.dup(1), "w")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # what the verbs (and ONNX Runtime) print goes nowhere
+    logging_off()
+    template()
+    for case in range(start, start + cases):
+        print(f"case {kind} {case}", file=sys.stderr, flush=True)
+        verdict = run_case(kind, case, seed, timeout)
+        results.write(json.dumps(asdict(verdict)) + "\n")
+        results.flush()
+    return 0
+
+
+def logging_off() -> None:
+    import logging
+
+    logging.disable(logging.CRITICAL)
+
+
+def kind_campaign(kind: str, cases: int, seed: int = 0, timeout: float = 10.0, memory_gb: float = 4.0,
+                  start: int = 0, progress: Callable[[KindSummary], None] | None = None) -> KindSummary:
+    """Run ``cases`` cases of ``kind`` in worker processes; a worker that dies (crash) or stops answering
+    (a hang the alarm could not break) is replaced, and the case it was on is counted."""
+    import select
+
+    summary = KindSummary(kind)
+    started = time.perf_counter()
+    end = start + cases
+    next_case = start
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    while next_case < end:
+        cmd = [sys.executable, __file__, "--worker", "--kind", kind, "--cases", str(end - next_case),
+               "--start", str(next_case), "--seed", str(seed), "--timeout", str(timeout),
+               "--memory-gb", str(memory_gb)]
+        with tempfile.TemporaryFile() as errors:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errors, env=env)
+            assert proc.stdout is not None
+            fd = proc.stdout.fileno()
+            buffer = b""
+            lost = ""
+            while True:
+                ready, _, _ = select.select([fd], [], [], timeout + 60)
+                if not ready:
+                    proc.kill()
+                    lost = "hang"
+                    break
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    lost = "crash" if next_case < end else ""
+                    break
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    verdict = Verdict(**json.loads(line))
+                    summary.add(verdict)
+                    next_case = verdict.case + 1
+                    if progress is not None:
+                        progress(summary)
+            code = proc.wait()
+            if lost:
+                errors.seek(0)
+                tail = errors.read().decode("utf-8", "replace")[-2000:]
+                summary.add(Verdict(kind, next_case, f"case {next_case} (see the worker's log)", lost,
+                                    detail=f"worker exit {code}: {tail}", signature=f"{lost} | exit {code}"))
+                next_case += 1
+    summary.seconds = round(time.perf_counter() - started, 1)
+    return summary
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description="fuzz graphkit's verbs with mutated fixtures")
-    parser.add_argument("--cases", type=int, default=1000)
+    parser = argparse.ArgumentParser(description="fuzz graphkit with hostile models, command lines, recipes, "
+                                                 "split manifests, feed files and API arguments")
+    parser.add_argument("--kind", choices=[*KINDS, "all", "bytes"], default="bytes",
+                        help="what to fuzz; 'bytes' is the original model-byte campaign (default)")
+    parser.add_argument("--cases", type=int, default=1000, help="cases (per kind)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--start", type=int, default=0)
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per operation before it is a hang")
-    parser.add_argument("--memory-gb", type=float, default=6.0)
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per case before it is a hang")
+    parser.add_argument("--memory-gb", type=float, default=None)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--json", type=Path, help="write the summaries (with every failure) to this file")
     args = parser.parse_args()
+    if args.worker and args.kind in KINDS:
+        return kind_worker(args.kind, args.cases, args.seed, args.timeout, args.start, args.memory_gb or 4.0)
     if args.worker:
-        return worker(args.cases, args.seed, args.timeout, args.start, args.memory_gb)
-    summary = campaign(args.cases, args.seed, args.timeout, args.memory_gb)
-    if args.json:
-        print(json.dumps(asdict(summary), indent=2))
-    else:
+        return worker(args.cases, args.seed, args.timeout, args.start, args.memory_gb or 6.0)
+    if args.kind == "bytes":
+        summary = campaign(args.cases, args.seed, args.timeout, args.memory_gb or 6.0)
         print(f"{summary.cases} cases in {summary.seconds} s: {summary.operations_ok} operations succeeded, "
               f"{summary.graphkit_errors} ended in a graphkit error, {len(summary.failures)} failures, "
               f"{len(summary.crashes)} crashes")
-        for op, counts in summary.outcomes_by_op.items():
-            print(f"  {op:<9} " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
         for failure in summary.failures[:20]:
             print(f"FAILURE case {failure['case']} {failure['fixture']} {failure['mutation']} {failure['op']}: "
                   f"{failure['error']}")
-        for crash in summary.crashes[:20]:
-            print(f"CRASH {crash}")
-    return 1 if summary.failures or summary.crashes else 0
+        return 1 if summary.failures or summary.crashes else 0
+    failed = False
+    results = []
+    for kind in KINDS if args.kind == "all" else (args.kind,):
+        def progress(partial: KindSummary, done: list[KindSummary] = results) -> None:
+            if args.json and partial.cases % 100 == 0:
+                args.json.write_text(json.dumps([asdict(s) for s in [*done, partial]], indent=1))
+
+        summary = kind_campaign(kind, args.cases, args.seed, args.timeout, args.memory_gb or 4.0, args.start,
+                                progress)
+        results.append(summary)
+        print(summary.line(), flush=True)
+        for key, group in sorted(summary.distinct().items(), key=lambda kv: -len(kv[1])):
+            print(f"  {len(group):>5} x {key}\n          e.g. case {group[0]['case']}: {group[0]['what'][:300]}")
+        failed = failed or bool(summary.failures)
+        if args.json:
+            args.json.write_text(json.dumps([asdict(s) for s in results], indent=1))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
