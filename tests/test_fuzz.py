@@ -1,14 +1,31 @@
-"""Mutated fixtures never crash, hang or raise anything but a GraphkitError (bounded; see tests/fuzzing.py)."""
+"""Hostile inputs never crash, hang, raise anything but a GraphkitError, change an input or leave files behind
+(bounded runs; the long campaigns are ``python tests/fuzzing.py --kind all --cases 10000``)."""
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
 from conftest import FIXTURES
-from fuzzing import OPERATIONS, campaign, exercise, fixture_files, mutate_bytes, mutate_fields
+from fuzzing import (
+    GENERATORS,
+    KINDS,
+    OPERATIONS,
+    Action,
+    Workspace,
+    campaign,
+    exercise,
+    fixture_files,
+    kind_campaign,
+    mutate_bytes,
+    mutate_fields,
+    run_case,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+import graphkit as gk
 
 FILES = fixture_files()
 
@@ -45,4 +62,87 @@ def test_fixtures_untouched_by_fuzzing() -> None:
 
     before = folder_digest(FIXTURES)
     campaign(cases=20, seed=1)
+    kind_campaign("cli", cases=10, seed=1)
     assert folder_digest(FIXTURES) == before
+
+
+# ------------------------------------------------------------------------------ the judge of a case
+
+
+def _judged(monkeypatch: pytest.MonkeyPatch, make: object, timeout: float = 10.0):
+    monkeypatch.setitem(GENERATORS, "fake", make)
+    return run_case("fake", 0, 0, timeout)
+
+
+def test_a_changed_input_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    verdict = _judged(monkeypatch, lambda ws, rng: Action(
+        "write", lambda: (ws.inside / "ext" / "model.data").write_bytes(b"x"), False))
+    assert verdict.result == "ok" and verdict.modified == ["$W/in/ext/model.data"] and verdict.failed
+
+
+def test_a_fifo_replaced_by_a_file_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    def replace(ws: Workspace) -> None:
+        os.unlink(ws.special / "fifo.onnx")
+        (ws.special / "fifo.onnx").write_bytes(b"model")
+
+    verdict = _judged(monkeypatch, lambda ws, rng: Action("replace", lambda: replace(ws), False))
+    assert verdict.modified == ["$W/special/fifo.onnx"]
+
+
+def test_files_left_by_a_failed_call_are_partial(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(ws: Workspace) -> None:
+        (ws.out / "half.onnx").write_bytes(b"half")
+        raise gk.UsageError("the second output cannot be written", hint="pick another folder")
+
+    verdict = _judged(monkeypatch, lambda ws, rng: Action("fail", lambda: fail(ws), False))
+    assert verdict.result == "error" and verdict.partial == ["$W/out/half.onnx"]
+
+
+def test_a_temp_file_left_by_a_successful_call_is_partial(monkeypatch: pytest.MonkeyPatch) -> None:
+    def succeed(ws: Workspace) -> None:
+        (ws.out / "model.onnx").write_bytes(b"whole")
+        (ws.out / ".model.onnx.tmp123").write_bytes(b"left over")
+
+    verdict = _judged(monkeypatch, lambda ws, rng: Action("ok", lambda: succeed(ws), False))
+    assert verdict.result == "ok" and verdict.partial == ["$W/out/.model.onnx.tmp123"]
+
+
+def test_a_blocked_fifo_read_is_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
+    verdict = _judged(monkeypatch, lambda ws, rng: Action(
+        "read", lambda: (ws.special / "fifo.yaml").read_bytes(), False), timeout=1.0)
+    assert verdict.result == "hang" and verdict.failed
+
+
+@pytest.mark.parametrize(("raise_", "result"), [(KeyError("x"), "traceback"), (MemoryError(), "traceback"),
+                                                (gk.NameNotFoundError("no x", hint="h"), "error")])
+def test_only_graphkit_errors_are_errors(monkeypatch: pytest.MonkeyPatch, raise_: BaseException,
+                                         result: str) -> None:
+    def call() -> None:
+        raise raise_
+
+    verdict = _judged(monkeypatch, lambda ws, rng: Action("raise", call, False))
+    assert verdict.result == result
+
+
+@pytest.mark.parametrize(("code", "result"), [(0, "ok"), (1, "ok"), (2, "error"), (3, "traceback"), (None, "traceback")])
+def test_cli_exit_codes(monkeypatch: pytest.MonkeyPatch, code: int | None, result: str) -> None:
+    verdict = _judged(monkeypatch, lambda ws, rng: Action("exit", lambda: code, True))
+    assert verdict.result == result
+
+
+# ------------------------------------------------------------------------------- bounded campaigns
+
+#: Kinds whose bounded campaign still finds issue 18's open defects (see /work/wt/FINDINGS.md).
+OPEN = {"cli", "recipes", "manifests", "feeds", "api"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "models"])
+def test_bounded_hostile_campaign(kind: str, request: pytest.FixtureRequest) -> None:
+    if kind in OPEN:
+        request.applymarker(pytest.mark.xfail(reason="issue 18 defects still open", strict=False))
+    summary = kind_campaign(kind, cases=150, seed=20261202, timeout=10.0, memory_gb=4.0)
+    assert summary.cases == 150
+    assert summary.ok + summary.errors == 150, summary.line()
+    assert summary.failures == [], [f["what"] for f in summary.failures][:10]
+    assert summary.ok > 0 and summary.errors > 0  # the cases reach past argument checks, and are hostile
