@@ -8,8 +8,9 @@ pairs are diffed per size, each in memory (the load is not timed):
 - ``edited``: unnamed copies where B has every 100th Relu replaced by a Sigmoid and its weights renamed,
   so structure matching, renamed weights and the change list all do work.
 
-The table gives seconds per diff (median of ``--repeat``) and microseconds per node; a linear diff keeps
-the per-node column flat as the size grows.
+The table gives the CPU seconds of one diff (median of ``--repeat``; CPU time, so that other processes on
+the machine do not blur it), its wall time, and CPU microseconds per node; a linear diff keeps the
+per-node column flat as the size grows.
 
 Examples::
 
@@ -75,15 +76,16 @@ def pair(nodes: int, kind: str) -> tuple[gk.Model, gk.Model]:
 def measure(nodes: int, kind: str, repeat: int) -> dict[str, object]:
     """Median seconds of ``repeat`` diffs of one pair, with the diff's counts."""
     a, b = pair(nodes, kind)
-    times = []
+    cpu, wall = [], []
     result = None
     for _ in range(repeat):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         result = gk.diff(a, b)
-        times.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - started_cpu)
+        wall.append(time.perf_counter() - started)
     assert result is not None
-    seconds = statistics.median(times)
-    return {"nodes": nodes, "pair": kind, "seconds": round(seconds, 3),
+    seconds = statistics.median(cpu)
+    return {"nodes": nodes, "pair": kind, "cpu_seconds": round(seconds, 3), "wall_seconds": round(statistics.median(wall), 3),
             "us_per_node": round(seconds / nodes * 1e6, 1), "changes": len(result.changes),
             "by_name": result.matched_by_name, "by_structure": result.matched_by_structure}
 
@@ -96,12 +98,13 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args()
     rows = []
-    print(f"{'nodes':>7} {'pair':<8} {'seconds':>8} {'us/node':>8} {'changes':>8} {'by name':>8} {'by struct':>9}")
+    print(f"{'nodes':>7} {'pair':<8} {'cpu s':>8} {'wall s':>8} {'us/node':>8} {'changes':>8} {'by name':>8} "
+          f"{'by struct':>9}")
     for nodes in args.sizes:
         for kind in args.pairs:
             row = measure(nodes, kind, args.repeat)
             rows.append(row)
-            print(f"{nodes:>7} {kind:<8} {row['seconds']:>8} {row['us_per_node']:>8} {row['changes']:>8} "
+            print(f"{nodes:>7} {kind:<8} {row['cpu_seconds']:>8} {row['wall_seconds']:>8} {row['us_per_node']:>8} {row['changes']:>8} "
                   f"{row['by_name']:>8} {row['by_structure']:>9}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))

@@ -401,12 +401,13 @@ def _match_nodes(ga: onnx.GraphProto, gb: onnx.GraphProto, ia: GraphIndex, ib: G
     weights = dict(_name_pairs(ia.initializers, ib.initializers))
     weights_back = {b: a for a, b in weights.items()}
     pos_a = {i: k / max(len(order_a), 1) for k, i in enumerate(order_a)}
-    candidates = _Candidates(ga)
+    candidates: _Candidates | None = None  # built only when some node is left unpaired by name
     for strict in (True, False):
         for k, j in enumerate(order_b):
             if j in paired_b:
                 continue
             nb = gb.node[j]
+            candidates = candidates or _Candidates(ga)
             pool = candidates.for_node(nb, ib, ia, paired_b, weights_back)
             if strict:
                 pool = [i for i in pool if (ga.node[i].op_type, ga.node[i].domain or "") == (nb.op_type, nb.domain or "")]
