@@ -619,21 +619,30 @@ class Action:
     call: Callable[[], object]
     cli: bool
     exempt: tuple[str, ...] = ()  # inputs the action may replace (--overwrite of its own output)
-    outputs: tuple[str, ...] = ()  # paths named by the action: what appears there is no temp file
+    outputs: tuple[str, ...] = ()  # paths the action may write (files, or folders and all below them)
+    reads: tuple[str, ...] | None = None  # what it reads (None: everything but out/); never to be replaced
     models: tuple[gk.Model, ...] = ()  # in-memory inputs that must stay unchanged
 
 
-def _cli_action(ws: Workspace, argv: list[str]) -> Action:
+def _cli_action(ws: Workspace, argv: list[str], outputs: list[str] | None = None,
+                reads: list[str] | None = None) -> Action:
+    """A command line; ``outputs`` default to the arguments inside out/, ``reads`` to everything else."""
     from graphkit.cli import main as cli_main
 
+    def absolute(text: str) -> str | None:
+        return os.path.abspath(text) if text and "\x00" not in text else None
+
+    if outputs is None:
+        outputs = [a for a in argv if (absolute(a) or "").startswith(str(ws.out) + os.sep)]
+    named = tuple(p for p in (absolute(o) for o in outputs) if p)
     exempt: list[str] = []
     if "--overwrite" in argv:  # the output model's own previous files may be replaced
-        for arg in argv:
-            if arg.endswith(".onnx") and "\x00" not in arg:
-                exempt += [str(Path(arg).resolve()), str(Path(arg).resolve().with_suffix(".data"))]
-    named = tuple(os.path.abspath(a) for a in argv if a and "\x00" not in a)
+        for out in named:
+            if out.endswith(".onnx"):
+                exempt += [out, os.path.splitext(out)[0] + ".data"]
+    read = None if reads is None else tuple(p for p in (absolute(r) for r in reads) if p)
     return Action("graphkit " + " ".join(_quote(ws.text(a)) for a in argv), lambda: cli_main(argv), True,
-                  tuple(exempt), named)
+                  tuple(exempt), named, read)
 
 
 def _quote(arg: str) -> str:
@@ -729,8 +738,8 @@ def _cli_case(ws: Workspace, rng: random.Random) -> Action:
         items += [("--overwrite", "lit")]
     if rng.random() < 0.2 and any(role == "out" for _, role in items) and verb not in ("split", "run", "run-chain", "compare"):
         items += [(rng.choice(["--external-data", "--inline-data", "--no-check"]), "lit")]
-    argv = _mutate_argv(ws, items, rng)
-    return _cli_action(ws, argv)
+    argv, outputs, reads = _mutate_argv(ws, items, rng)
+    return _cli_action(ws, argv, outputs, reads)
 
 
 def _edit_flag(ws: Workspace, info: ModelInfo, rng: random.Random) -> list[tuple[str, str]]:
@@ -776,8 +785,10 @@ def _value_text(ws: Workspace, value: str) -> str:
     return value
 
 
-def _mutate_argv(ws: Workspace, items: list[tuple[str, str]], rng: random.Random) -> list[str]:
-    """Replace one to three values (numbers, names, values, input or output paths) by hostile ones."""
+def _mutate_argv(ws: Workspace, items: list[tuple[str, str]],
+                 rng: random.Random) -> tuple[list[str], list[str], list[str]]:
+    """Replace one to three values (numbers, names, values, input or output paths) by hostile ones;
+    return the command line, the outputs it names and the files it reads (with their data files)."""
     items = list(items)
     mutable = [i for i, (_, role) in enumerate(items) if role != "lit"]
     count = 0 if rng.random() < 0.08 or not mutable else rng.randint(1, min(3, len(mutable)))
@@ -799,13 +810,20 @@ def _mutate_argv(ws: Workspace, items: list[tuple[str, str]], rng: random.Random
         else:
             new = ws.hostile_output(rng, Path(text).suffix)
         items[i] = (fmt.replace("{}", new) if sep else new, role)
-    argv = []
-    for text, _role in items:
+    argv, outputs, reads = [], [], []
+    for text, role in items:
         fmt, sep, value = text.partition("\x01")
         argv.append(_value_text(ws, fmt.replace("{}", value)) if sep else _value_text(ws, text))
+        if role == "out":
+            outputs.append(argv[-1])
+        elif role != "lit":
+            reads += [argv[-1], argv[-1].rpartition("=")[2]]
     if rng.random() < 0.05:
         del argv[rng.randrange(1, len(argv))]
-    return argv
+    for path in list(reads):  # a model's data files are read with it; a split folder's files with it
+        if path.endswith(".onnx") and "\x00" not in path and os.path.isdir(os.path.dirname(path) or "."):
+            reads += [str(p) for p in Path(os.path.dirname(path) or ".").glob("*.data")]
+    return argv, outputs, reads
 
 
 # ---------------------------------------------------------------------------------------- recipes
@@ -1328,7 +1346,7 @@ def _api_case(ws: Workspace, rng: random.Random) -> Action:
             kwargs[pname] = baseline[pname]
     models = tuple(v for v in baseline.values() if isinstance(v, gk.Model))
     what = f"gk.{name}(" + ", ".join(f"{k}={v}" for k, v in texts.items()) + ")"
-    return Action(what, lambda: fn(*args, **kwargs), False, models=models)
+    return Action(what, lambda: fn(*args, **kwargs), False, outputs=(str(ws.out),), models=models)
 
 
 # ----------------------------------------------------------------------------------- model bytes
@@ -1352,7 +1370,7 @@ def _models_case(ws: Workspace, rng: random.Random) -> Action:
                 if op == "load":
                     raise
 
-    return Action(f"{ws.text(source)} {mutation}", call, False)
+    return Action(f"{ws.text(source)} {mutation}", call, False, outputs=(str(ws.out),))
 
 
 GENERATORS: dict[str, Callable[[Workspace, random.Random], Action]] = {
@@ -1390,6 +1408,24 @@ def _signature(text: str) -> str:
     last = [ln for ln in text.splitlines() if ln and not ln.startswith((" ", "hint:", "graphkit:"))]
     where = ours[-1].split("/graphkit/")[-1] if ours else ""
     return f"{where} | {last[-1][:120] if last else ''}"
+
+
+def _may_change(root: Path, rel: str, kind: str, action: Action) -> bool:
+    """Whether the action may replace what was at ``rel``: an output (or inside an output folder) that it
+    does not read, and that was a regular file or a folder (never a FIFO, device, socket or link)."""
+    if kind not in ("file", "dir"):
+        return False
+    path = os.path.realpath(root / rel)
+    reads = action.reads if action.reads is not None else \
+        tuple(str(p) for p in root.iterdir() if p.name != "out")
+    real_reads = {os.path.realpath(r) for r in reads}
+    if path not in {os.path.realpath(e) for e in action.exempt} and _within(path, real_reads):
+        return False
+    return _within(path, {os.path.realpath(o) for o in action.outputs})
+
+
+def _within(path: str, folders: set[str]) -> bool:
+    return any(path == f or path.startswith(f + os.sep) for f in folders)
 
 
 def _named(path: Path, outputs: tuple[str, ...]) -> bool:
@@ -1477,9 +1513,8 @@ def _run_case(tpl: Template, kind: str, case: int, seed: int, timeout: float) ->
         finally:
             os.chdir(cwd)
         after = _snapshot(root)
-        exempt = {str(Path(p).relative_to(root)) for p in action.exempt if p.startswith(str(root))}
         verdict.modified = sorted(ws.text(root / k) for k, v in before.items()
-                                  if k not in exempt and after.get(k) != v)
+                                  if after.get(k) != v and not _may_change(root, k, v[0], action))
         verdict.modified += [f"{action.what.split('(')[0]} argument {i}" for i, (m, b) in
                              enumerate(zip(action.models, frozen)) if m.serialized() != b]
         new = [k for k, v in after.items() if k not in before and v[0] != "dir"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES
@@ -78,6 +79,24 @@ def test_a_changed_input_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     verdict = _judged(monkeypatch, lambda ws, rng: Action(
         "write", lambda: (ws.inside / "ext" / "model.data").write_bytes(b"x"), False))
     assert verdict.result == "ok" and verdict.modified == ["$W/in/ext/model.data"] and verdict.failed
+
+
+def test_an_output_that_is_also_read_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    def make(ws: Workspace, rng: random.Random) -> Action:
+        data = str(ws.inside / "ext" / "model.data")
+        return Action("save onto own weights", lambda: Path(data).write_bytes(b"model"), True,
+                      outputs=(data,), reads=(str(ws.inside / "ext" / "model.onnx"), data))
+
+    assert _judged(monkeypatch, make).modified == ["$W/in/ext/model.data"]
+
+
+def test_replacing_an_unrelated_file_named_as_output_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    def make(ws: Workspace, rng: random.Random) -> Action:
+        other = str(ws.inside / "split" / "part_00.onnx")
+        return Action("write over another file", lambda: Path(other).write_bytes(b"model"), True,
+                      outputs=(other,), reads=(str(ws.model("static")),))
+
+    assert _judged(monkeypatch, make).modified == []
 
 
 def test_a_fifo_replaced_by_a_file_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
