@@ -430,23 +430,47 @@ def _cache_dir() -> Path:
 
 
 def zip_bomb(gib: int = 6) -> Path:
-    """An .npz (cached) whose one member, ``in.npy``, inflates to ``gib`` GiB of float32 zeros."""
-    import zipfile
+    """An .npz (cached) whose one member, ``in.npy``, inflates to ``gib`` GiB of float32 zeros.
+
+    Written by hand in seconds: one compressed 64 MiB block of zeros, flushed so that it stands alone,
+    repeated, in a zip64 entry (zipfile would compress all 6 GiB).
+    """
+    import struct
+    import zlib
 
     path = _cache_dir() / f"bomb-{gib}g.npz"
     if path.exists():
         return path
     count = gib * 2**30 // 4
-    header = f"{{'descr': '<f4', 'fortran_order': False, 'shape': ({count},), }}"
-    header_bytes = header.encode("latin1")
-    header_bytes += b" " * (63 - (len(header_bytes) + 10) % 64) + b"\n"
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    header = f"{{'descr': '<f4', 'fortran_order': False, 'shape': ({count},), }}".encode("latin1")
+    header += b" " * (63 - (len(header) + 10) % 64) + b"\n"
+    head = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header
     chunk = bytes(64 << 20)
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as archive, \
-            archive.open("in.npy", "w", force_zip64=True) as member:
-        member.write(b"\x93NUMPY\x01\x00" + len(header_bytes).to_bytes(2, "little") + header_bytes)
-        for _ in range(count * 4 // len(chunk)):
-            member.write(chunk)
+    repeats = count * 4 // len(chunk)
+    first = zlib.compressobj(9, zlib.DEFLATED, -15)
+    start = first.compress(head) + first.flush(zlib.Z_FULL_FLUSH)
+    block = zlib.compressobj(9, zlib.DEFLATED, -15)
+    segment = block.compress(chunk) + block.flush(zlib.Z_FULL_FLUSH)
+    end = zlib.compressobj(9, zlib.DEFLATED, -15).flush()
+    crc = zlib.crc32(head)
+    for _ in range(repeats):
+        crc = zlib.crc32(chunk, crc)
+    size = len(head) + repeats * len(chunk)
+    packed = len(start) + repeats * len(segment) + len(end)
+    name = b"in.npy"
+    zip64 = struct.pack("<HHQQ", 1, 16, size, packed)
+    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 45, 0, 8, 0, 0x21, crc, 0xFFFFFFFF, 0xFFFFFFFF, len(name),
+                        len(zip64)) + name + zip64
+    central = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 45, 45, 0, 8, 0, 0x21, crc, 0xFFFFFFFF, 0xFFFFFFFF,
+                          len(name), len(zip64), 0, 0, 0, 0, 0) + name + zip64
+    offset = len(local) + packed
+    tail = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(central), offset, 0)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    with open(tmp, "wb") as out:
+        out.write(local + start)
+        for _ in range(repeats):
+            out.write(segment)
+        out.write(end + central + tail)
     os.replace(tmp, path)
     return path
 
@@ -504,6 +528,7 @@ def template() -> Template:
     gk.write_split(gk.split(whole, parts=3), inside / "split")
     gk.write_split(gk.split(gk.load(inside / "ext" / "model.onnx"), parts=2), inside / "split_ext")
     shutil.copy(inside / "linear_func.onnx", root / "outside.onnx")
+    zip_bomb()
     onnx.checker.check_model(str(inside / "whole_model.onnx"))
     _TEMPLATE = Template(root, info)
     return _TEMPLATE
