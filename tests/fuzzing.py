@@ -344,11 +344,29 @@ class _Hang(BaseException):
     """Raised by the alarm; a BaseException so that the CLI's ``except Exception`` does not report it."""
 
 
-@contextlib.contextmanager
-def _alarm(seconds: float) -> Iterator[None]:
-    """Raise _Hang in this (the main) thread after ``seconds``, even inside a blocking system call.
+#: System calls in which a thread waits for someone else (a FIFO's writer, a pipe, a timer): read, write,
+#: open, poll, select, pause, nanosleep, wait4, openat, pselect6, ppoll, clock_nanosleep (x86-64 numbers).
+_WAITING_CALLS = {0, 1, 2, 7, 23, 34, 35, 61, 257, 270, 271, 230}
 
-    The signal is sent to this thread by a timer thread: a process-wide alarm may be delivered to any
+
+def _thread_waits(native_id: int) -> bool:
+    """Whether a thread of this process sleeps in a system call that waits for another party."""
+    try:
+        state = Path(f"/proc/self/task/{native_id}/stat").read_text().rpartition(")")[2].split()[0]
+        call = Path(f"/proc/self/task/{native_id}/syscall").read_text().split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in ("S", "D") and call.isdigit() and int(call) in _WAITING_CALLS
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float, wall_cap: float = 12.0) -> Iterator[None]:
+    """Raise _Hang in this (the main) thread when the block hangs: it has used ``seconds`` of CPU, or it
+    has waited in a blocking system call (a FIFO's open, say) for ``seconds``, or ``wall_cap`` times
+    ``seconds`` have passed. Slowness that only comes from a busy machine (nice 19 among other jobs)
+    is not a hang; the CPU clock and the waiting state tell the two apart.
+
+    The signal is sent to this thread by a watcher thread: a process-wide alarm may be delivered to any
     thread (ONNX Runtime's pools, for one), which leaves a blocked open() of a FIFO blocked.
     """
     import threading
@@ -361,11 +379,17 @@ def _alarm(seconds: float) -> Iterator[None]:
 
     previous = signal.signal(signal.SIGALRM, fire)
     target = threading.get_ident()
+    native = threading.get_native_id()
 
     def watch() -> None:
-        if done.wait(seconds):
-            return
-        while True:  # again every second: a bare ``except:`` somewhere may swallow one
+        started, cpu = time.monotonic(), time.process_time()
+        waited = 0.0
+        while not done.wait(0.5):
+            waited = waited + 0.5 if _thread_waits(native) else 0.0
+            wall = time.monotonic() - started
+            if time.process_time() - cpu > seconds or waited > seconds or wall > seconds * wall_cap:
+                break
+        while not done.is_set():  # again every second: a bare ``except:`` somewhere may swallow one
             signal.pthread_kill(target, signal.SIGALRM)
             if done.wait(1.0):
                 return
@@ -1504,6 +1528,7 @@ def _run_case(tpl: Template, kind: str, case: int, seed: int, timeout: float) ->
         os.chdir(root)
         try:
             action = GENERATORS[kind](ws, rng)
+            print(f"  {action.what[:2000]}", file=sys.stderr, flush=True)
             before = _snapshot(root)
             frozen = [m.serialized() for m in action.models]
             out, err = _io.StringIO(), _io.StringIO()
@@ -1613,6 +1638,8 @@ def kind_worker(kind: str, cases: int, seed: int, timeout: float, start: int, me
     os.dup2(devnull, 1)  # what the verbs (and ONNX Runtime) print goes nowhere
     logging_off()
     template()
+    results.write("ready\n")
+    results.flush()
     for case in range(start, start + cases):
         print(f"case {kind} {case}", file=sys.stderr, flush=True)
         verdict = run_case(kind, case, seed, timeout)
@@ -1648,8 +1675,11 @@ def kind_campaign(kind: str, cases: int, seed: int = 0, timeout: float = 10.0, m
             fd = proc.stdout.fileno()
             buffer = b""
             lost = ""
+            started_up = False
             while True:
-                ready, _, _ = select.select([fd], [], [], timeout + 60)
+                # a case's own watcher ends it within 12 x timeout; the worker's start (imports, the
+                # template) may take minutes on a busy machine
+                ready, _, _ = select.select([fd], [], [], timeout * 12 + 60 if started_up else 900)
                 if not ready:
                     proc.kill()
                     lost = "hang"
@@ -1661,6 +1691,9 @@ def kind_campaign(kind: str, cases: int, seed: int = 0, timeout: float = 10.0, m
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
                 for line in lines:
+                    if line == b"ready":
+                        started_up = True
+                        continue
                     verdict = Verdict(**json.loads(line))
                     summary.add(verdict)
                     next_case = verdict.case + 1
@@ -1669,8 +1702,10 @@ def kind_campaign(kind: str, cases: int, seed: int = 0, timeout: float = 10.0, m
             code = proc.wait()
             if lost:
                 errors.seek(0)
-                tail = errors.read().decode("utf-8", "replace")[-2000:]
-                summary.add(Verdict(kind, next_case, f"case {next_case} (see the worker's log)", lost,
+                log = errors.read().decode("utf-8", "replace")
+                tail = log[-2000:]
+                last = [ln.strip() for ln in log.splitlines() if ln.startswith("  ")]
+                summary.add(Verdict(kind, next_case, last[-1] if last else f"case {next_case}", lost,
                                     detail=f"worker exit {code}: {tail}", signature=f"{lost} | exit {code}"))
                 next_case += 1
     summary.seconds = round(time.perf_counter() - started, 1)
