@@ -1332,19 +1332,19 @@ def _api_baseline(ws: Workspace, name: str) -> dict[str, object] | None:
         "merge": {"a": gk.load(ws.model("add")), "b": gk.load(ws.model("static")), "connect": {"output": "in"}},
         "parse_model": {"text": "<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[2] x) => (float[2] y) {\n y = Relu(x)\n}"},
         "bypass_node": {"model": whole, "node": conv},
-        "remove_attribute": {"model": whole, "node": conv, "name": "group"},
+        "remove_attribute": {"model": whole, "node": conv, "attribute": "group"},
         "remove_node": {"model": whole, "node": "/convs4/convs4.2/Conv"},
         "rename_node": {"model": whole, "old": conv, "new": "renamed"},
         "rename_tensor": {"model": whole, "old": inner, "new": "renamed"},
         "replace_op": {"model": whole, "old_op": "Add"},
-        "set_attribute": {"model": whole, "node": conv, "name": "group", "value": 1},
+        "set_attribute": {"model": whole, "node": conv, "attribute": "group", "value": 1},
         "set_dims": {"model": whole, "tensor": "input.1", "dims": {0: "batch"}},
-        "set_initializer": {"model": whole, "name": info.inits[1], "value": np.ones(3, np.float32)},
+        "set_initializer": {"model": whole, "tensor": info.inits[1], "value": np.ones(3, np.float32)},
         "set_op_type": {"model": whole, "node": "/Add", "op_type": "Sub"},
         "set_opset": {"model": whole, "domain": "ai.onnx", "version": 18},
-        "initializer_to_input": {"model": whole, "name": info.inits[0]},
-        "constant_to_input": {"model": gk.load(ws.model("add")), "name": "/Constant_output_0"},
-        "input_to_initializer": {"model": whole, "name": "input.1", "value": np.ones((1, 3, 20, 20), np.float32)},
+        "initializer_to_input": {"model": whole, "tensor": info.inits[0]},
+        "constant_to_input": {"model": gk.load(ws.model("add")), "tensor": "/Constant_output_0"},
+        "input_to_initializer": {"model": whole, "tensor": "input.1", "value": np.ones((1, 3, 20, 20), np.float32)},
         "insert_node": {"model": whole, "after": inner, "op_type": "Relu"},
         "markers": {"model": gk.load(ws.model("markers"))},
         "from_graphsurgeon": {"graph": None},
@@ -1378,6 +1378,7 @@ def _api_case(ws: Workspace, rng: random.Random) -> Action:
     if baseline is None:
         return Action(f"gk.{name}: no baseline", lambda: None, False)
     params = inspect.signature(fn).parameters
+    baseline = {k: v for k, v in baseline.items() if k in params}  # the API may have renamed a keyword
     pool = _api_pool(ws)
     texts = {k: ("<valid>" if not isinstance(v, gk.Model) else "<model>") for k, v in baseline.items()}
     names = [p for p in params if params[p].kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
