@@ -37,6 +37,7 @@ from graphkit.errors import (
 )
 from graphkit.model import (
     Model,
+    borrowed_file_changed,
     borrowed_path,
     borrowing,
     has_external_data,
@@ -239,7 +240,7 @@ def _scan_model_file(file: Path) -> bytes:
     """
     with open(file, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         try:
-            pieces = _scan_model(buf, file.name, borrowing(file.resolve()))
+            pieces = _scan_model(buf, file.name, borrowing(file.resolve(), os.fstat(handle.fileno())))
         except (ValueError, IndexError) as err:
             raise CorruptModelError(
                 f"{file} is not a readable ONNX model ({err})",
@@ -582,6 +583,11 @@ def external_ref(model: Model, tensor: onnx.TensorProto, *, where: str = "") -> 
         ) from err
     if not stat.S_ISREG(info.st_mode):
         raise ExternalDataError(f"{context}: {location!r} is not a regular file", hint="point it at a weights file")
+    if borrowed_file_changed(tensor, info):
+        raise ExternalDataError(
+            f"{context}: {path} changed since the model was loaded from it",
+            hint="its weights were left in the file (lazy load); load the model again",
+        )
     expected = tensor_nbytes(tensor)
     if length < 0:
         length = expected if expected >= 0 else info.st_size - offset
@@ -935,7 +941,7 @@ def _write_spliced(model: Model, proto: onnx.ModelProto, tmp: Path, dest: Path) 
                 sources[source.path] = stack.enter_context(open(source.path, "rb"))
             _copy_range(sources[source.path], out, source.offset, source.length)
     position = iter(offsets)
-    mark = borrowing(dest.resolve())
+    mark = borrowing(dest.resolve(), os.stat(tmp))  # (the rename into place keeps size and time)
     for tensor in result.graph.initializer:
         if is_external(tensor):
             offset, length = next(position)

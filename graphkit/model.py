@@ -13,6 +13,7 @@ users get is always a standard ModelProto.
 from __future__ import annotations
 
 import functools
+import os
 import secrets
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ __all__ = [
     "BORROWED_KEY",
     "Model",
     "Outline",
+    "borrowed_file_changed",
     "borrowed_path",
     "borrowing",
     "function_tensors",
@@ -137,17 +139,30 @@ def is_borrowed(tensor: onnx.TensorProto) -> bool:
 
 def borrowed_path(tensor: onnx.TensorProto) -> Path | None:
     """The model file a borrowed ``tensor`` lies in (resolved when it was loaded), or None if not borrowed."""
+    mark = _mark(tensor)
+    return None if mark is None else mark[0]
+
+
+def borrowed_file_changed(tensor: onnx.TensorProto, info: os.stat_result) -> bool:
+    """Whether the file a borrowed ``tensor`` lies in (``info``: its stat) is no longer the one it was
+    borrowed from (another size or modification time): its offsets then mean nothing."""
+    mark = _mark(tensor)
+    return mark is not None and (info.st_size, info.st_mtime_ns) != mark[1:]
+
+
+def borrowing(path: Path, info: os.stat_result) -> onnx.StringStringEntryProto:
+    """The mark that makes a tensor borrowed from the model file ``path`` (resolved; ``info``: its stat)."""
+    return onnx.StringStringEntryProto(key=BORROWED_KEY, value=f"{_TOKEN}:{info.st_size}:{info.st_mtime_ns}:{path}")
+
+
+def _mark(tensor: onnx.TensorProto) -> tuple[Path, int, int] | None:
     if tensor.data_location != onnx.TensorProto.EXTERNAL or not len(tensor.metadata_props):
         return None
     for entry in tensor.metadata_props:
         if entry.key == BORROWED_KEY and entry.value.startswith(_TOKEN + ":"):
-            return Path(entry.value[len(_TOKEN) + 1:])
+            size, mtime, path = entry.value[len(_TOKEN) + 1:].split(":", 2)
+            return Path(path), int(size), int(mtime)
     return None
-
-
-def borrowing(path: Path) -> onnx.StringStringEntryProto:
-    """The mark that makes a tensor borrowed from the model file ``path`` (already resolved)."""
-    return onnx.StringStringEntryProto(key=BORROWED_KEY, value=f"{_TOKEN}:{path}")
 
 
 def unborrow(tensor: onnx.TensorProto) -> None:
@@ -176,6 +191,7 @@ def _read_borrowed(proto: onnx.ModelProto) -> None:
             offset, length = int(entries.get("offset", "0")), int(entries.get("length", "0"))
             try:
                 handle = handles.get(path) or handles.setdefault(path, open(path, "rb"))  # noqa: SIM115
+                changed = borrowed_file_changed(tensor, os.fstat(handle.fileno()))
                 handle.seek(offset)
                 data = handle.read(length)
             except OSError as err:
@@ -183,10 +199,10 @@ def _read_borrowed(proto: onnx.ModelProto) -> None:
                     f"tensor {tensor.name!r} ({where}): cannot read it from {path}: {err.strerror}",
                     hint="the model file moved or changed after it was loaded; load it again",
                 ) from err
-            if len(data) != length:
+            if changed or len(data) != length:
                 raise ExternalDataError(
-                    f"tensor {tensor.name!r} ({where}): {path} ended early",
-                    hint="the model file changed after it was loaded; load it again",
+                    f"tensor {tensor.name!r} ({where}): {path} changed since the model was loaded from it",
+                    hint="its weights were left in the file (lazy load); load the model again",
                 )
             del tensor.external_data[:]
             tensor.ClearField("data_location")

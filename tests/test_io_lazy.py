@@ -197,3 +197,20 @@ def test_lazy_model_reached_through_a_symlink_is_not_an_escape(small_thresholds:
     saved = gk.save(model, tmp_path / "copy.onnx")
     assert gk.load(saved.path, lazy=False).proto == full.proto
     assert model.proto == full.proto
+
+
+def test_borrowed_weights_are_not_read_from_a_file_that_changed(small_thresholds: None, tmp_path: Path) -> None:
+    path = tmp_path / "model.onnx"
+    path.write_bytes(_srcnn().read_bytes())
+    model = gk.load(path)
+    borrowed = next(t for t in model.lazy_proto.graph.initializer if is_borrowed(t))
+    data = bytearray(path.read_bytes())
+    data[-200:] = bytes(200)  # another model of the same size in its place
+    path.write_bytes(bytes(data))
+    with pytest.raises(gk.ExternalDataError, match="changed since the model was loaded") as info:
+        gk.tensor_value(model, borrowed)
+    assert "load the model again" in (info.value.hint or "")
+    with pytest.raises(gk.ExternalDataError, match="changed since"):
+        gk.save(model, tmp_path / "copy.onnx")
+    with pytest.raises(gk.ExternalDataError, match="changed since"):
+        model.proto  # noqa: B018
