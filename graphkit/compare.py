@@ -24,7 +24,6 @@ side's inputs: if it still diverges, the error is *local* to that node; otherwis
 from __future__ import annotations
 
 import fnmatch
-import json
 import logging
 import math
 import os
@@ -37,6 +36,8 @@ import numpy as np
 import onnx
 
 from graphkit import _check_args as argcheck
+from graphkit._arrays import open_npz
+from graphkit._files import check_regular, read_data
 from graphkit._options import Backend, FeedOptions, Tolerance
 from graphkit.errors import (
     ArgumentTypeError,
@@ -534,37 +535,30 @@ def _type_outputs(proto: onnx.ModelProto) -> None:
 
 
 def load_reference(path: str | os.PathLike[str]) -> Mapping[str, np.ndarray]:
-    """Open reference values in an ``.npz`` (read lazily, one array at a time).
+    """Open reference values in an ``.npz`` (read lazily, one array at a time, each checked against its
+    header and the size limit before it is allocated).
 
     Raises:
-        FeedError: The file is missing or is not a readable npz.
+        FeedError: The file is missing, not a regular file, or not a readable npz; an array read from
+            it later is truncated, too large or holds Python objects.
     """
     file = Path(path)
-    if not file.is_file():
+    if not file.exists():
         raise FeedError(f"no such reference file: {file}", hint="pass an .npz of reference values keyed by tensor name")
-    try:
-        data = np.load(file, allow_pickle=False)
-    except (OSError, ValueError) as err:
-        raise FeedError(f"cannot read reference values from {file}: {err}",
-                        hint="save them with numpy.savez(path, name=array, ...)") from err
-    if not isinstance(data, np.lib.npyio.NpzFile):
+    check_regular(file, what="reference file", max_bytes=None, error=FeedError)
+    if file.suffix.lower() == ".npy":
         raise FeedError(f"{file} holds one array, not named values", hint="save them with numpy.savez(path, name=array)")
-    return data
+    return open_npz(file, what="reference file")
 
 
 def load_mapping(path: str | os.PathLike[str]) -> dict[str, str]:
     """Read a JSON mapping ``{"name in the first model": "name in the second"}``.
 
     Raises:
-        UsageError: The file is missing, not JSON, or not an object of strings.
+        UsageError: The file is missing, not a regular file, not UTF-8 JSON, or not an object of strings.
     """
     file = Path(path)
-    try:
-        data = json.loads(file.read_text())
-    except OSError as err:
-        raise UsageError(f"cannot read the mapping file {file}: {err.strerror}", hint="check the path") from err
-    except json.JSONDecodeError as err:
-        raise UsageError(f"{file} is not valid JSON ({err})", hint='write {"name_in_A": "name_in_B", ...}') from err
+    data = read_data(file, what="mapping file", yaml=False)
     if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
         raise UsageError(f"{file} must be a JSON object of strings", hint='write {"name_in_A": "name_in_B", ...}')
     return data

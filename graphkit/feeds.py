@@ -6,9 +6,9 @@ writer of output arrays (``--save out.npz``). No onnxruntime here: reading value
 
 from __future__ import annotations
 
+import math
 import os
 import re
-import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +18,9 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
+from graphkit._arrays import check_array_size, open_npz, read_npy
+from graphkit._files import check_regular, read_bytes
+from graphkit._numbers import INT64_MAX, parse_float, parse_int
 from graphkit.errors import FeedError, UsageError, did_you_mean
 from graphkit.io import atomic_output
 
@@ -34,6 +37,8 @@ __all__ = [
 ]
 
 FORMATS = (".npy", ".npz", ".pb")
+#: Protocol buffers cannot be larger (a TensorProto .pb holds its data inline).
+_MAX_PROTO_BYTES = 2**31 - 1
 _TEST_DATA_NAME = re.compile(r"^input_(\d+)$")
 
 
@@ -59,74 +64,66 @@ class FeedFile:
 def load_feed_file(path: str | os.PathLike[str], name: str | None = None) -> list[FeedFile]:
     """Read the arrays of one feed file.
 
+    Each array's header is checked against the file's size and a size limit before anything is
+    allocated; object arrays (which need pickle) are refused.
+
     Args:
         path: A ``.npy``, ``.npz`` or TensorProto ``.pb`` file.
         name: The input the file feeds (``NAME=FILE``). For an ``.npz`` with several arrays it picks
             the array stored under that key.
 
     Raises:
-        FeedError: The file is missing, unreadable, of an unknown format, or does not hold ``name``.
+        FeedError: The file is missing, not a regular file, unreadable, too large, of an unknown format,
+            or does not hold ``name``.
     """
     file = Path(path)
-    if not file.is_file():
+    if not file.exists():
         raise FeedError(f"no such feed file: {file}", hint="check the path given to --input")
     suffix = file.suffix.lower()
+    if suffix not in FORMATS:
+        check_regular(file, what="feed file", max_bytes=None, error=FeedError)
+        raise FeedError(
+            f"cannot read feed file {file}: unknown format {suffix or '(no suffix)'!r}",
+            hint="give a .npy, .npz or ONNX TensorProto .pb file",
+        )
     if suffix == ".npy":
-        return [FeedFile(name, _read_npy(file), str(file), file.stem, str(file))]
+        return [FeedFile(name, read_npy(file, what="feed file"), str(file), file.stem, str(file))]
     if suffix == ".npz":
         return _read_npz(file, name)
-    if suffix == ".pb":
-        tensor = read_tensor_file(file)
-        return [FeedFile(name or tensor.name or None, _tensor_to_array(tensor, file), str(file), file.stem, str(file))]
-    raise FeedError(
-        f"cannot read feed file {file}: unknown format {suffix or '(no suffix)'!r}",
-        hint="give a .npy, .npz or ONNX TensorProto .pb file",
-    )
-
-
-def _read_npy(file: Path) -> np.ndarray:
-    try:
-        value = np.load(file, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as err:
-        raise FeedError(f"cannot read {file} as .npy: {err}", hint="write it with numpy.save") from err
-    if not isinstance(value, np.ndarray):
-        raise FeedError(f"{file} does not hold a numpy array", hint="write it with numpy.save")
-    return value
+    tensor = read_tensor_file(file)
+    return [FeedFile(name or tensor.name or None, _tensor_to_array(tensor, file), str(file), file.stem, str(file))]
 
 
 def _read_npz(file: Path, name: str | None) -> list[FeedFile]:
-    try:
-        with np.load(file, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
-        raise FeedError(f"cannot read {file} as .npz: {err}", hint="write it with numpy.savez") from err
-    if not arrays:
-        raise FeedError(f"{file} holds no arrays", hint="write the inputs with numpy.savez(file, name=value)")
-    if name is None:
-        return [FeedFile(key, value, f"{file}[{key}]", file.stem, str(file)) for key, value in arrays.items()]
-    if name in arrays:
-        return [FeedFile(name, arrays[name], f"{file}[{name}]", file.stem, str(file))]
-    if len(arrays) == 1:
-        key, value = next(iter(arrays.items()))
-        return [FeedFile(name, value, f"{file}[{key}]", file.stem, str(file))]
-    suggestion = did_you_mean(name, arrays)
-    raise FeedError(
-        f"{file} holds {len(arrays)} arrays ({', '.join(repr(k) for k in arrays)}) and none is named {name!r}",
-        hint=suggestion or f"pass the file without a name (--input {file}) to feed every array by its key",
-    )
+    with open_npz(file, what="feed file") as archive:
+        keys = archive.files
+        if not keys:
+            raise FeedError(f"{file} holds no arrays", hint="write the inputs with numpy.savez(file, name=value)")
+        if name is not None and name not in keys and len(keys) > 1:
+            suggestion = did_you_mean(name, keys)
+            raise FeedError(
+                f"{file} holds {len(keys)} arrays ({', '.join(repr(k) for k in keys)}) and none is named {name!r}",
+                hint=suggestion or f"pass the file without a name (--input {file}) to feed every array by its key",
+            )
+        if name is None:
+            check_array_size(archive.declared_bytes(), what=f"the arrays of {file}")
+            return [FeedFile(key, archive[key], f"{file}[{key}]", file.stem, str(file)) for key in keys]
+        key = name if name in keys else keys[0]
+        return [FeedFile(name, archive[key], f"{file}[{key}]", file.stem, str(file))]
 
 
 def read_tensor_file(path: str | os.PathLike[str]) -> onnx.TensorProto:
     """Parse a serialized ONNX TensorProto (``input_0.pb``, ``output_0.pb``).
 
     Raises:
-        FeedError: The file is not a TensorProto.
+        FeedError: The file is not a regular file of at most 2 GiB, or not a TensorProto.
     """
     file = Path(path)
+    data = read_bytes(file, what="tensor file", max_bytes=_MAX_PROTO_BYTES, error=FeedError)
     tensor = onnx.TensorProto()
     try:
-        tensor.ParseFromString(file.read_bytes())
-    except (DecodeError, RuntimeError, ValueError, OSError) as err:
+        tensor.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as err:
         raise FeedError(f"cannot read {file} as an ONNX TensorProto: {err}", hint="give a .pb written by "
                         "onnx.numpy_helper.from_array(...).SerializeToString()") from err
     if not tensor.data_type:
@@ -138,8 +135,17 @@ def _tensor_to_array(tensor: onnx.TensorProto, file: Path) -> np.ndarray:
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
         raise FeedError(f"{file} keeps its data in an external file", hint="save the value inline, or as .npy")
     try:
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+    except (KeyError, ValueError, TypeError) as err:
+        raise FeedError(f"{file} holds a tensor of unknown data type {tensor.data_type}",
+                        hint="give a tensor of a standard ONNX data type (onnx.TensorProto.FLOAT, ...)") from err
+    dims = list(tensor.dims)
+    if any(d < 0 for d in dims):
+        raise FeedError(f"{file} declares a negative dim in its shape {dims}", hint="the file is corrupted")
+    check_array_size(math.prod(dims) * max(dtype.itemsize, 1), what=f"the tensor in {file}")
+    try:
         return numpy_helper.to_array(tensor)
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, KeyError) as err:
         raise FeedError(f"cannot decode the tensor in {file}: {err}", hint="the file is corrupted") from err
 
 
@@ -222,12 +228,8 @@ def parse_shape(text: str, flag: str = "--shape") -> tuple[str | None, tuple[int
     """
     name, value = parse_named(text, flag)
     parts = [p for p in re.split(r"[x,×]", value.strip().strip("[]()")) if p.strip()] if value.strip("[]() ") else []
-    try:
-        dims = tuple(int(p) for p in parts)
-    except ValueError as err:
-        raise UsageError(f"{flag} {text!r}: dims must be integers", hint=f"write {flag} NAME=1x3x224x224") from err
-    if any(d < 0 for d in dims):
-        raise UsageError(f"{flag} {text!r}: dims must not be negative", hint=f"write {flag} NAME=1x3x224x224")
+    hint = f"write {flag} NAME=1x3x224x224"
+    dims = tuple(parse_int(p, what=f"{flag} {text!r}: dim", lo=0, hi=INT64_MAX, hint=hint) for p in parts)
     return name, dims
 
 
@@ -239,10 +241,9 @@ def parse_range(text: str, flag: str = "--range") -> tuple[str | None, tuple[flo
     """
     name, value = parse_named(text, flag)
     parts = value.split(",")
-    try:
-        lo, hi = (float(p) for p in parts)
-    except ValueError as err:
-        raise UsageError(f"{flag} {text!r}: expected two numbers lo,hi", hint=f"write {flag} NAME=-1,1") from err
+    if len(parts) != 2:
+        raise UsageError(f"{flag} {text!r}: expected two numbers lo,hi", hint=f"write {flag} NAME=-1,1")
+    lo, hi = (parse_float(p, what=f"{flag} {text!r}", hint=f"write {flag} NAME=-1,1") for p in parts)
     if not lo < hi:
         raise UsageError(f"{flag} {text!r}: lo must be below hi", hint=f"write {flag} NAME=-1,1")
     return name, (lo, hi)

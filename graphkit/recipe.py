@@ -17,9 +17,12 @@ function the Python API offers, so a recipe gives exactly what the same calls gi
 
 from __future__ import annotations
 
+import collections.abc
 import inspect
 import json
 import os
+import types
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +32,9 @@ import numpy as np
 
 from graphkit import _check_args as argcheck
 from graphkit import edit
+from graphkit._arrays import read_npy
+from graphkit._files import read_data
+from graphkit._numbers import check_int, parse_int
 from graphkit.errors import NoChangeError, UsageError, did_you_mean
 from graphkit.io import atomic_output, load
 from graphkit.model import Model
@@ -103,23 +109,7 @@ def load_recipe(path: str | os.PathLike[str]) -> Recipe:
     """
     argcheck.path(path, "path")
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as err:
-        raise UsageError(f"cannot read recipe {file}: {err.strerror}", hint="check the path") from err
-    except UnicodeDecodeError as err:
-        raise UsageError(f"recipe {file} is not UTF-8 text: {err.reason} at byte {err.start}",
-                         hint="give a JSON or YAML recipe file") from err
-    try:
-        if file.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
-    except Exception as err:  # json and yaml raise their own types
-        raise UsageError(f"recipe {file} is not valid {'YAML' if file.suffix.lower() in ('.yaml', '.yml') else 'JSON'}: "
-                         f"{err}", hint="fix the syntax at the position shown") from err
+    data = read_data(file, what="recipe")
     return Recipe(tuple(parse_steps(data, source=str(file))), file.resolve().parent)
 
 
@@ -169,20 +159,15 @@ def decode_value(value: Any, base_dir: Path) -> Any:
     """Turn ``{npy: FILE}`` and ``{value: …, dtype: …}`` into numpy arrays; anything else is returned as is.
 
     Raises:
-        UsageError: The .npy file cannot be read or the dtype is unknown.
+        UsageError: The .npy file cannot be read (not a regular file, too large, truncated, object
+            arrays), or the dtype is unknown or not numeric.
     """
     if isinstance(value, Mapping) and set(value) == {"npy"}:
-        path = base_dir / str(value["npy"])
-        try:
-            return np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise UsageError(f"cannot read tensor file {path}: {err}", hint="give a .npy file (numpy.save)") from err
+        if not isinstance(value["npy"], str):
+            raise UsageError(f"{{npy: {value['npy']!r}}}: the file name must be a string", hint="e.g. {npy: bias.npy}")
+        return read_npy(base_dir / value["npy"], what="tensor file", error=UsageError)
     if isinstance(value, Mapping) and set(value) == {"value", "dtype"}:
-        try:
-            return np.asarray(value["value"], dtype=np.dtype(str(value["dtype"])))
-        except (TypeError, ValueError) as err:
-            raise UsageError(f"cannot make a {value['dtype']} tensor of {value['value']!r}: {err}",
-                             hint="use a numpy dtype name such as float32 or int64") from err
+        return _literal_tensor(value["value"], value["dtype"])
     if isinstance(value, list):
         return [decode_value(v, base_dir) for v in value]
     if isinstance(value, Mapping):
@@ -190,15 +175,174 @@ def decode_value(value: Any, base_dir: Path) -> Any:
     return value
 
 
-def _call_args(step: Step, base_dir: Path) -> dict[str, Any]:
-    args = {k: (decode_value(v, base_dir) if k in _TENSOR_ARGS else v) for k, v in step.args.items()}
+def _literal_tensor(data: Any, dtype_name: Any) -> np.ndarray:
+    hint = "use a numeric numpy dtype name such as float32 or int64, and a number or nested list of numbers"
+    try:
+        dtype = np.dtype(str(dtype_name))
+    except TypeError as err:
+        raise UsageError(f"unknown dtype {dtype_name!r}", hint=hint) from err
+    if dtype.kind not in _TENSOR_KINDS or dtype.hasobject:
+        raise UsageError(f"dtype {dtype_name!r} is not a tensor dtype", hint=hint)
+    _check_plain(data, "value", hint)
+    try:
+        return np.asarray(data, dtype=dtype)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise UsageError(f"cannot make a {dtype_name} tensor of {_short(data)}: {err}", hint=hint) from err
+
+
+def _check_plain(data: Any, what: str, hint: str) -> None:
+    """Refuse values a tensor cannot hold (objects, mappings) before numpy is asked."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif not isinstance(item, (bool, int, float, str)):
+            raise UsageError(f"{what} {_short(data)} holds {type(item).__name__} {_short(item)}", hint=hint)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---------------------------------------------------------------------------------- argument types
+
+
+def _expected(op: str) -> dict[str, Any]:
+    """Each argument's declared type, from the edit function's annotations (merge's ``other`` is a path)."""
+    hints = typing.get_type_hints(OPERATIONS[op])
+    expected = {k: v for k, v in hints.items() if k not in ("model", "a", "b", "check", "return")}
+    if op == "merge":
+        expected["other"] = str
+    return expected
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    """Whether a decoded recipe value fits a declared type (the forms the edit functions use)."""
+    if hint is Any:
+        return _plain_data(value)
+    if hint is None or hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, a) for a in args)
+    if origin is typing.Literal:
+        return any(value == a and type(value) is type(a) for a in args)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if hint is np.ndarray:
+        return isinstance(value, np.ndarray)
+    if origin is tuple:
+        return (isinstance(value, (list, tuple)) and len(value) == len(args)
+                and all(_matches(v, a) for v, a in zip(value, args)))
+    if origin in (Sequence, list, collections.abc.Sequence):
+        return isinstance(value, (list, tuple)) and all(_matches(v, args[0]) for v in value)
+    if origin in (Mapping, dict, collections.abc.Mapping):
+        return isinstance(value, Mapping) and all(_matches(k, args[0]) and _matches(v, args[1])
+                                                  for k, v in value.items())
+    return isinstance(hint, type) and isinstance(value, hint)
+
+
+def _plain_data(value: Any) -> bool:
+    """JSON-like data (and arrays): what a recipe's free-form values may hold."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, Mapping):
+            if not all(isinstance(k, str) for k in item):
+                return False
+            stack.extend(item.values())
+        elif isinstance(item, int) and not isinstance(item, bool):
+            if not -(2**63) <= item < 2**63:
+                return False
+        elif not (item is None or isinstance(item, (bool, float, str, np.ndarray))):
+            return False
+    return True
+
+
+def _describe(hint: Any, *, plural: bool = False) -> str:
+    """A declared type in words: ``a string or null``, ``a list of (strings or tensors)``."""
+    if hint is Any:
+        return "values" if plural else "a number, string, list, tensor or mapping of them"
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        parts = list(dict.fromkeys(_describe(a, plural=plural) for a in args))
+        return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " or " + parts[-1]
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin is tuple:
+        return ("lists" if plural else "a list") + f" of {len(args)} " + _inner(args[0])
+    if origin in (Sequence, list, collections.abc.Sequence):
+        return ("lists" if plural else "a list") + " of " + _inner(args[0])
+    if origin in (Mapping, dict, collections.abc.Mapping):
+        return ("mappings" if plural else "a mapping") + f" of {_inner(args[0])} to {_inner(args[1])}"
+    words = _WORDS.get(hint) or _WORDS.get(type(hint)) or (getattr(hint, "__name__", str(hint)),) * 2
+    return words[1] if plural else words[0]
+
+
+def _inner(hint: Any) -> str:
+    text = _describe(hint, plural=True)
+    return f"({text})" if " or " in text else text
+
+
+_WORDS: dict[Any, tuple[str, str]] = {
+    bool: ("true or false", "booleans"), int: ("a whole number", "whole numbers"), float: ("a number", "numbers"),
+    str: ("a string", "strings"), np.ndarray: ("a tensor", "tensors"), type(None): ("null", "nulls"),
+}
+#: dtype kinds a tensor value may have: bool, ints, floats, complex, strings.
+_TENSOR_KINDS = set("biufcUS")
+
+
+def _check_types(step: Step, args: Mapping[str, Any], where: str) -> None:
+    """Raise UsageError naming the first argument whose decoded value does not fit its declared type."""
+    expected = _expected(step.op)
+    for key, value in args.items():
+        hint = expected.get(key)
+        if hint is not None and not _matches(value, hint):
+            raise UsageError(f"{where} ({step.op}): argument {key!r} must be {_describe(hint)}, not {_short(value)}",
+                             hint=f"fix {key!r} in the step; {step.op} takes "
+                                  + ", ".join(f"{k} ({_describe(v)})" for k, v in expected.items()))
+
+
+def _call_args(step: Step, base_dir: Path, where: str = "step") -> dict[str, Any]:
+    args = {}
+    for key, value in step.args.items():
+        try:
+            args[key] = decode_value(value, base_dir) if key in _TENSOR_ARGS else value
+        except UsageError as err:
+            raise UsageError(f"{where} ({step.op}): argument {key!r}: {err.message}", hint=err.hint) from err
     if step.op == "set_dims" and isinstance(args.get("dims"), Mapping):
-        args["dims"] = {int(k): v for k, v in args["dims"].items()}
+        args["dims"] = {_axis(k, where): v for k, v in args["dims"].items()}
+    if step.op == "merge" and isinstance(args.get("prefixes"), list):
+        args["prefixes"] = tuple(args["prefixes"])
+    _check_types(step, args, where)
     if step.op == "merge":
-        args["other"] = load(base_dir / str(args["other"]))
-        if isinstance(args.get("prefixes"), list):
-            args["prefixes"] = tuple(args["prefixes"])
+        args["other"] = load(base_dir / args["other"])
     return args
+
+
+def _axis(key: Any, where: str) -> int:
+    hint = "dims maps axes (whole numbers, e.g. 0 or -1) to sizes, names or null"
+    if isinstance(key, bool) or not isinstance(key, (int, str)):
+        raise UsageError(f"{where} (set_dims): axis {key!r} in 'dims' is not a whole number", hint=hint)
+    if isinstance(key, int):
+        return check_int(key, what=f"{where} (set_dims): axis", lo=-_MAX_RANK, hi=_MAX_RANK - 1, hint=hint)
+    return parse_int(key, what=f"{where} (set_dims): axis", lo=-_MAX_RANK, hi=_MAX_RANK - 1, hint=hint)
+
+
+#: No tensor has more dims than this (ONNX Runtime's limit is far lower); axes beyond it are typos.
+_MAX_RANK = 1 << 16
 
 
 def run_steps(model: Model, steps: Sequence[Step], *, base_dir: str | os.PathLike[str] = ".",
@@ -215,7 +359,7 @@ def run_steps(model: Model, steps: Sequence[Step], *, base_dir: str | os.PathLik
     folder = Path(base_dir)
     for i, step in enumerate(steps, 1):
         _check_step(step, i, "the recipe")
-    prepared = [_call_args(step, folder) for step in steps]
+    prepared = [_call_args(step, folder, f"step {i}") for i, step in enumerate(steps, 1)]
     results: list[StepResult] = []
     current = model
     for i, (step, args) in enumerate(zip(steps, prepared), 1):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 import zlib
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,7 @@ import numpy as np
 import onnx
 
 from graphkit import _check_args as argcheck
+from graphkit._numbers import MAX_THREADS_PER_CORE, check_int, max_threads
 from graphkit._options import FeedOptions, OptLevel, Provider
 from graphkit.errors import (
     FeedError,
@@ -84,7 +86,8 @@ def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", thre
         threads: Intra-op threads (0: ONNX Runtime's default).
 
     Raises:
-        UsageError: Unknown optimization level, or a provider this ONNX Runtime does not have.
+        UsageError: Unknown optimization level, a provider this ONNX Runtime does not have, or more
+            threads than a small multiple of the cores.
         RuntimeFailure: ONNX Runtime refuses the model (the message names what it says).
     """
     if opt_level not in OPT_LEVELS:
@@ -97,9 +100,13 @@ def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", thre
             f"ONNX Runtime here has no provider {provider!r}",
             hint="available: " + ", ".join(available) + " (install onnxruntime-gpu for cuda)",
         )
+    if isinstance(threads, bool) or not isinstance(threads, int):
+        raise UsageError(f"threads must be a whole number, not {threads!r}", hint="pass threads=0 for ONNX Runtime's default")
+    check_int(threads, what="threads", lo=0, hi=max_threads(),
+              hint=f"use at most {MAX_THREADS_PER_CORE} threads per core (0: ONNX Runtime's default)")
     options = ort.SessionOptions()
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, OPT_LEVELS[opt_level])
-    options.log_severity_level = 3
+    options.log_severity_level = _runtime_log_severity()
     if threads:
         options.intra_op_num_threads = threads
     data, folder = runtime_bytes(model)  # (checks every external tensor first)
@@ -121,15 +128,37 @@ def _onnxruntime() -> ModuleType:
     return onnxruntime
 
 
+def _runtime_log_severity() -> int:
+    """ONNX Runtime's own log lines (printed to stderr by its C++ logger, before graphkit can report the
+    error they describe) are shown only when graphkit's log shows info (``-v``): warnings and up then,
+    else fatal only, so a failure reaches the user as graphkit's one line and hint."""
+    return 2 if log.isEnabledFor(logging.INFO) else 4
+
+
+_RUNTIME_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
+_ALLOCATION = re.compile(r"Failed to allocate memory for requested buffer of size (\d+)")
+
+
 def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
+    text = _RUNTIME_PREFIX.sub("", str(err).strip())
     return text.splitlines()[0] if text else type(err).__name__
 
 
 def _run_session(sess: ort.InferenceSession, names: list[str], feeds: Mapping[str, np.ndarray], label: str) -> list[Any]:
     try:
         return list(sess.run(names, dict(feeds)))
+    except MemoryError as err:
+        raise RuntimeFailure(f"out of memory running {label}",
+                             hint="give smaller inputs (--shape, --dim) or run it in fragments (split)") from err
     except Exception as err:  # onnxruntime raises its own exception types
+        allocation = _ALLOCATION.search(str(err))
+        if allocation:
+            node = re.search(r"running (\w+) node\. Name:'([^']*)'", str(err))
+            where = f" in node {node.group(2)!r} ({node.group(1)})" if node else ""
+            raise RuntimeFailure(
+                f"ONNX Runtime ran out of memory running {label}{where}: it asked for {int(allocation.group(1))} bytes",
+                hint="give smaller inputs (--shape, --dim), or check the shapes the node computes",
+            ) from err
         raise RuntimeFailure(
             f"ONNX Runtime failed running {label}: {_first_line(err)}",
             hint="check the input shapes and values; run 'python -m graphkit check' on the model",

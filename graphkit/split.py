@@ -29,10 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 
 from graphkit import _check_args as argcheck
 from graphkit import io
+from graphkit._files import check_regular, read_data
 from graphkit._options import Balance
 from graphkit.errors import (
     CorruptModelError,
@@ -46,7 +48,7 @@ from graphkit.errors import (
 )
 from graphkit.graph import GraphIndex, node_label, paused_gc, subgraphs
 from graphkit.model import Model, is_external, iter_graphs, iter_tensors
-from graphkit.summary import TensorSig
+from graphkit.summary import TensorSig, dtype_name
 from graphkit.validate import check_or_raise, require_sound
 
 __all__ = ["MANIFEST", "Fragment", "Port", "Split", "load_split", "split", "write_split"]
@@ -118,6 +120,7 @@ class Fragment:
         file: Its file name in the split folder, once written or loaded.
         data_file: The file holding its external weights, if any.
         sha256: The sha256 of ``file``.
+        size: The size of ``file`` in bytes (its checksum is computed only when the size matches).
     """
 
     index: int
@@ -131,10 +134,12 @@ class Fragment:
     file: str | None = None
     data_file: str | None = None
     sha256: str | None = None
+    size: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest entry (file fields only once written)."""
-        files = {"file": self.file, "data": self.data_file, "sha256": self.sha256} if self.file else {}
+        files = ({"file": self.file, "data": self.data_file, "sha256": self.sha256, "size": self.size}
+                 if self.file else {})
         return {
             "index": self.index,
             **files,
@@ -163,6 +168,7 @@ class Split:
         source_path: The source model's file, if known.
         source_sha256: The source model file's sha256, if known.
         folder: The split folder, once written or loaded.
+        source_size: The source model file's size in bytes, if known.
     """
 
     fragments: tuple[Fragment, ...]
@@ -174,6 +180,7 @@ class Split:
     source_path: Path | None = None
     source_sha256: str | None = None
     folder: Path | None = None
+    source_size: int | None = None
 
     def __len__(self) -> int:
         return len(self.fragments)
@@ -192,7 +199,11 @@ class Split:
             return None, "no source model recorded"
         if not self.source_path.is_file():
             return None, f"source model {self.source_path} is not at hand"
-        if self.source_sha256 and _sha256(self.source_path) != self.source_sha256:
+        size = self.source_path.stat().st_size
+        if self.source_size is not None and size != self.source_size:
+            return None, f"source model {self.source_path} changed since the split (size differs)"
+        if self.source_sha256 and (self.source_size is not None or size <= _MAX_ONNX_BYTES) \
+                and _sha256(self.source_path) != self.source_sha256:
             return None, f"source model {self.source_path} changed since the split (sha256 differs)"
         return io.load(self.source_path), f"compared with {self.source_path}"
 
@@ -207,7 +218,7 @@ class Split:
         """The manifest: format, source, inputs, outputs, fragments in order, cuts."""
         fragments = [f.to_dict() for f in self.fragments]
         source: dict[str, Any] = {"path": str(self.source_path) if self.source_path else None,
-                                  "sha256": self.source_sha256}
+                                  "sha256": self.source_sha256, "size": self.source_size}
         if self.folder is not None and self.source_path is not None:
             with contextlib.suppress(ValueError):
                 source["relative_path"] = os.path.relpath(self.source_path, self.folder)
@@ -495,8 +506,10 @@ def _build(model: Model, index: GraphIndex, groups: list[list[int]], method: dic
     cuts = tuple(tuple(n for n in plans[i][2] if any(where[c] > i for c in index.consumers.get(n, ())))
                  for i in range(len(groups) - 1))
     source_path = model.path.resolve() if model.path is not None else None
-    sha = _sha256(source_path) if source_path is not None and source_path.is_file() else None
-    return Split(tuple(fragments), inputs, graph_outputs, cuts, method, model, source_path, sha)
+    is_file = source_path is not None and source_path.is_file()
+    sha = _sha256(source_path) if source_path is not None and is_file else None
+    size = source_path.stat().st_size if source_path is not None and is_file else None
+    return Split(tuple(fragments), inputs, graph_outputs, cuts, method, model, source_path, sha, None, size)
 
 
 def _boundary(
@@ -762,9 +775,10 @@ def _write_into(result: Split, tmp: Path, final: Path, external: bool | None) ->
         saved = io.save(f.model, tmp / file, external=external)
         data = tmp / f"part_{f.index:0{width}d}.data"
         fragments.append(Fragment(f.index, saved, f.nodes, f.weight_bytes, f.inputs, f.outputs, f.first_node,
-                                  f.last_node, file, data.name if data.exists() else None, _sha256(tmp / file)))
+                                  f.last_node, file, data.name if data.exists() else None, _sha256(tmp / file),
+                                  (tmp / file).stat().st_size))
     written = Split(tuple(fragments), result.inputs, result.outputs, result.cuts, result.method, result.source,
-                    result.source_path, result.source_sha256, final.resolve())
+                    result.source_path, result.source_sha256, final.resolve(), result.source_size)
     (tmp / MANIFEST).write_text(json.dumps(written.to_dict(), indent=2) + "\n")
     return written
 
@@ -789,65 +803,62 @@ def _relocate(written: Split, folder: Path) -> Split:
     """The same split, its fragment models pointing into ``folder`` (the temporary folder is gone)."""
     fragments = tuple(
         Fragment(f.index, Model(f.model.lazy_proto, folder.resolve(), folder / f.file if f.file else None), f.nodes,
-                 f.weight_bytes, f.inputs, f.outputs, f.first_node, f.last_node, f.file, f.data_file, f.sha256)
+                 f.weight_bytes, f.inputs, f.outputs, f.first_node, f.last_node, f.file, f.data_file, f.sha256,
+                 f.size)
         for f in written
     )
     return Split(fragments, written.inputs, written.outputs, written.cuts, written.method, written.source,
-                 written.source_path, written.source_sha256, folder.resolve())
+                 written.source_path, written.source_sha256, folder.resolve(), written.source_size)
 
 
 def load_split(path: str | os.PathLike[str]) -> Split:
     """Read a split folder (or its manifest.json), checking every fragment file against the manifest.
 
+    The manifest is checked field by field before anything is loaded; fragment files must lie inside
+    the split folder (symlinks resolved), and a file's checksum is computed only when its size is the
+    one the manifest records.
+
     Raises:
         ModelNotFoundError: No manifest, or a fragment file is missing.
-        CorruptModelError: The manifest is unreadable, or a fragment differs from what it records.
+        CorruptModelError: The manifest is unreadable or malformed, names a file outside the folder,
+            or a fragment differs from what it records.
     """
     argcheck.path(path, "path")
     given = Path(path)
     manifest_path = given / MANIFEST if given.is_dir() else given
     folder = manifest_path.parent
-    if not manifest_path.is_file():
+    if not manifest_path.exists():
         raise ModelNotFoundError(f"no split manifest at {manifest_path}",
                                  hint="give the folder written by 'python -m graphkit split'")
-    try:
-        data = json.loads(manifest_path.read_text())
-    except (ValueError, OSError) as err:
-        raise CorruptModelError(f"cannot read {manifest_path}: {err}", hint="split the model again") from err
+    data = read_data(manifest_path, what="split manifest", yaml=False, error=CorruptModelError)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CorruptModelError(f"{manifest_path} is not a graphkit split manifest",
                                 hint="give the folder written by 'python -m graphkit split'")
     if data.get("version") != VERSION:
-        raise CorruptModelError(f"{manifest_path} has manifest version {data.get('version')}, not {VERSION}",
+        raise CorruptModelError(f"{manifest_path} has manifest version {_short(data.get('version'))}, not {VERSION}",
                                 hint="split the model again with this graphkit")
-    try:
-        return _from_manifest(data, folder, manifest_path)
-    except (KeyError, TypeError, ValueError) as err:
-        if isinstance(err, GraphkitError):
-            raise
-        raise CorruptModelError(f"{manifest_path} is malformed ({err!r})", hint="split the model again") from err
+    _check_manifest(data, manifest_path)
+    return _from_manifest(data, folder, manifest_path)
 
 
 def _from_manifest(data: dict[str, Any], folder: Path, manifest_path: Path) -> Split:
     fragments = []
+    root = folder.resolve()
     for i, entry in enumerate(data["fragments"]):
-        if entry["index"] != i:
-            raise CorruptModelError(f"{manifest_path}: fragment {i} is recorded as index {entry['index']}",
-                                    hint="split the model again")
-        file = folder / entry["file"]
-        if not file.is_file():
+        file = _inside(root, entry["file"], manifest_path, f"fragment {i}")
+        if entry.get("data") is not None:
+            _inside(root, entry["data"], manifest_path, f"fragment {i}'s data file")
+        if not file.exists():
             raise ModelNotFoundError(f"fragment {i} file {file} listed in {manifest_path} is missing",
                                      hint="copy the whole split folder, or split the model again")
-        if entry.get("sha256") and _sha256(file) != entry["sha256"]:
-            raise CorruptModelError(f"fragment {i} file {file} differs from the one the manifest records (sha256)",
-                                    hint="the file changed after the split; split the model again")
+        _check_file(file, entry.get("sha256"), entry.get("size"), f"fragment {i} file {file}")
         model = io.load(file)
         inputs = tuple(_port_from(p, input_=True) for p in entry["inputs"])
         outputs = tuple(_port_from(p, input_=False) for p in entry["outputs"])
         _check_signature(model, inputs, outputs, file)
-        fragments.append(Fragment(i, model, int(entry["nodes"]), int(entry["weight_bytes"]), inputs, outputs,
+        fragments.append(Fragment(i, model, entry["nodes"], entry["weight_bytes"], inputs, outputs,
                                   entry.get("first_node", ""), entry.get("last_node", ""), entry["file"],
-                                  entry.get("data"), entry.get("sha256")))
+                                  entry.get("data"), entry.get("sha256"), entry.get("size")))
     source = data.get("source") or {}
     source_path = _source_path(source, folder)
     return Split(
@@ -860,13 +871,180 @@ def _from_manifest(data: dict[str, Any], folder: Path, manifest_path: Path) -> S
         source_path,
         source.get("sha256"),
         folder.resolve(),
+        source.get("size"),
     )
+
+
+def _inside(root: Path, name: str, manifest_path: Path, what: str) -> Path:
+    """``root / name``, resolved through symlinks, refused unless it lies inside ``root`` (as external data)."""
+    if os.path.isabs(name) or "\0" in name:
+        raise CorruptModelError(f"{manifest_path}: {what} is {name!r}, not a file name inside the split folder",
+                                hint="a split manifest names its files relative to its folder; split the model again")
+    try:
+        resolved = (root / name).resolve()
+    except (OSError, RuntimeError) as err:  # RuntimeError: a symlink loop
+        raise CorruptModelError(f"{manifest_path}: cannot resolve {what} {name!r}: {err}",
+                                hint="split the model again") from err
+    if root not in resolved.parents:
+        raise CorruptModelError(f"{manifest_path}: {what} {name!r} lies outside the split folder {root}",
+                                hint="a split's fragments must lie inside its folder; split the model again")
+    return resolved
+
+
+def _check_file(file: Path, sha256: str | None, size: int | None, what: str) -> None:
+    """Compare a file with its recorded size, then (only if the size matches) its recorded checksum."""
+    info = check_regular(file, what="split fragment", max_bytes=None, error=CorruptModelError)
+    if size is not None and info.st_size != size:
+        raise CorruptModelError(f"{what} has {info.st_size} bytes, the manifest records {size}",
+                                hint="the file changed after the split; split the model again")
+    if size is None and info.st_size > _MAX_ONNX_BYTES:
+        raise CorruptModelError(f"{what} has {info.st_size} bytes, more than an .onnx file can hold",
+                                hint="the file changed after the split; split the model again")
+    if sha256 and _sha256(file) != sha256:
+        raise CorruptModelError(f"{what} differs from the one the manifest records (sha256)",
+                                hint="the file changed after the split; split the model again")
+
+
+#: A protobuf (so an .onnx file) cannot be larger; a bigger "fragment" is not one, and is not hashed.
+_MAX_ONNX_BYTES = 2**31 - 1
+
+
+# ------------------------------------------------------------------------------------ manifest form
+
+
+class _Manifest:
+    """Checks a manifest's fields against their types, naming the first wrong one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, where: str, expected: str, value: Any) -> CorruptModelError:
+        return CorruptModelError(f"{self.path}: {where} must be {expected}, not {_short(value)}",
+                                 hint="the manifest was edited or damaged; split the model again")
+
+    def field(self, entry: dict[str, Any], key: str, where: str, *, optional: bool = False) -> Any:
+        if key not in entry:
+            if optional:
+                return None
+            raise CorruptModelError(f"{self.path}: {where} has no {key!r}", hint="split the model again")
+        return entry[key]
+
+    def text(self, entry: dict[str, Any], key: str, where: str, *, optional: bool = False) -> None:
+        value = self.field(entry, key, where, optional=optional)
+        if not (isinstance(value, str) or (optional and value is None)):
+            raise self.fail(f"{where} {key!r}", "a string" + (" or null" if optional else ""), value)
+
+    def count(self, entry: dict[str, Any], key: str, where: str, *, optional: bool = False,
+              below: int | None = None) -> None:
+        value = self.field(entry, key, where, optional=optional)
+        if optional and value is None:
+            return
+        top = _MAX_INT if below is None else below - 1
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+            raise self.fail(f"{where} {key!r}", f"a whole number from 0 to {top}", value)
+
+    def obj(self, value: Any, where: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(where, "an object", value)
+        return value
+
+    def items(self, value: Any, where: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.fail(where, "a list", value)
+        return value
+
+    def port(self, value: Any, where: str, *, feeds: bool = False) -> dict[str, Any]:
+        entry = self.obj(value, where)
+        self.text(entry, "name", where)
+        dtype = self.field(entry, "dtype", where)
+        if not isinstance(dtype, str) or dtype not in _dtype_names():
+            raise self.fail(f"{where} 'dtype'", "an ONNX dtype name such as 'float32'", dtype)
+        if feeds:
+            try:
+                np.dtype(dtype)
+            except TypeError as err:
+                raise CorruptModelError(f"{self.path}: {where} has dtype {dtype!r}, which cannot be fed",
+                                        hint="split the model again") from err
+        shape = self.field(entry, "shape", where)
+        if shape is not None:
+            for dim in self.items(shape, f"{where} 'shape'"):
+                if not (dim is None or isinstance(dim, str)
+                        or (isinstance(dim, int) and not isinstance(dim, bool) and 0 <= dim <= _MAX_INT)):
+                    raise self.fail(f"{where} 'shape'", "a list of sizes, dim names or nulls", shape)
+        return entry
+
+    def origin(self, entry: dict[str, Any], where: str, before: int) -> None:
+        value = self.field(entry, "from", where)
+        if value in ("graph input", None):
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < before:
+            expected = f"'graph input' or a fragment index below {before}" if before else "'graph input'"
+            raise self.fail(f"{where} 'from'", expected, value)
+
+
+def _check_manifest(data: dict[str, Any], path: Path) -> None:
+    """Refuse a manifest whose fields have the wrong type, before any file is opened."""
+    m = _Manifest(path)
+    source = m.field(data, "source", "the manifest", optional=True)
+    if source is not None:
+        m.obj(source, "'source'")
+        for key in ("path", "sha256", "relative_path"):
+            m.text(source, key, "'source'", optional=True)
+        m.count(source, "size", "'source'", optional=True)
+    m.obj(m.field(data, "method", "the manifest", optional=True) or {}, "'method'")
+    fragments = m.items(m.field(data, "fragments", "the manifest"), "'fragments'")
+    if not fragments:
+        raise CorruptModelError(f"{path} lists no fragments", hint="split the model again")
+    total = len(fragments)
+    for k, value in enumerate(m.items(m.field(data, "inputs", "the manifest"), "'inputs'")):
+        m.port(value, f"input {k}", feeds=True)
+    for k, value in enumerate(m.items(m.field(data, "outputs", "the manifest"), "'outputs'")):
+        m.origin(m.port(value, f"output {k}"), f"output {k}", total)
+    for k, cut in enumerate(m.items(m.field(data, "cuts", "the manifest", optional=True) or [], "'cuts'")):
+        if not isinstance(cut, list) or not all(isinstance(t, str) for t in cut):
+            raise m.fail(f"cut {k}", "a list of tensor names", cut)
+    for i, value in enumerate(fragments):
+        where = f"fragment {i}"
+        entry = m.obj(value, where)
+        m.count(entry, "index", where)
+        if entry["index"] != i:
+            raise CorruptModelError(f"{path}: fragment {i} is recorded as index {entry['index']}",
+                                    hint="split the model again")
+        m.text(entry, "file", where)
+        for key in ("data", "sha256", "first_node", "last_node"):
+            m.text(entry, key, where, optional=True)
+        for key in ("nodes", "weight_bytes"):
+            m.count(entry, key, where)
+        m.count(entry, "size", where, optional=True)
+        for k, port in enumerate(m.items(m.field(entry, "inputs", where), f"{where} 'inputs'")):
+            m.origin(m.port(port, f"{where} input {k}", feeds=True), f"{where} input {k}", i)
+        for k, port in enumerate(m.items(m.field(entry, "outputs", where), f"{where} 'outputs'")):
+            out = m.port(port, f"{where} output {k}")
+            to = m.field(out, "to", f"{where} output {k}", optional=True) or []
+            if not isinstance(to, list) or not all(
+                    isinstance(t, int) and not isinstance(t, bool) and i < t < total for t in to):
+                raise m.fail(f"{where} output {k} 'to'", f"a list of later fragment indices (below {total})", to)
+            if not isinstance(out.get("graph_output", False), bool):
+                raise m.fail(f"{where} output {k} 'graph_output'", "true or false", out["graph_output"])
+
+
+_MAX_INT = 2**63 - 1
+
+
+def _dtype_names() -> set[str]:
+    """The dtype names a manifest may record (as summary.dtype_name writes them)."""
+    return {"unknown", *(dtype_name(t) for t in onnx.TensorProto.DataType.values() if t)}
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _port_from(entry: dict[str, Any], *, input_: bool) -> Port:
     if input_:
         return Port(entry["name"], entry["dtype"], entry["shape"], source=_source_index(entry["from"]))
-    return Port(entry["name"], entry["dtype"], entry["shape"], to=tuple(entry.get("to", ())),
+    return Port(entry["name"], entry["dtype"], entry["shape"], to=tuple(entry.get("to") or ()),
                 graph_output=bool(entry.get("graph_output", False)))
 
 

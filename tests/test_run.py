@@ -265,3 +265,10 @@ def test_run_fragment_runs_a_fed_piece_and_names_a_failure(whole_model: gk.Model
     with pytest.raises(gk.RuntimeFailure) as info:
         run_fragment(whole_model, wrong, ["output"])
     assert whole_model.name in info.value.message
+
+
+@pytest.mark.parametrize("threads", [100_000, -1, True, 2.5])
+def test_threads_are_bounded_before_a_session_starts(whole_model: gk.Model, threads: object) -> None:
+    with pytest.raises(gk.UsageError, match="threads") as err:
+        gk.run(whole_model, threads=threads)  # type: ignore[arg-type]
+    assert err.value.hint

@@ -30,7 +30,8 @@ class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors follow graphkit's format (exit 2, one line + hint)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise _ArgError(message, self.format_usage().strip())
+        # One line of hint (the usage text runs to several): where the full usage is.
+        raise _ArgError(message, f"see 'python -m {self.prog} --help'")
 
 
 class _ArgError(Exception):

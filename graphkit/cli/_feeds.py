@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from graphkit._numbers import MAX_THREADS_PER_CORE, max_threads, parse_int
 from graphkit._options import FeedOptions, Tolerance
+from graphkit.cli._args import whole
 from graphkit.errors import UsageError
 from graphkit.feeds import load_feeds, parse_named, parse_range, parse_shape, resolve_feeds
 
@@ -28,7 +30,7 @@ def add_feed_options(parser: argparse.ArgumentParser) -> None:
                        help="value of a named dynamic dim for every generated input, e.g. batch=4")
     group.add_argument("--range", action="append", default=[], metavar="[NAME=]LO,HI",
                        help="value range of a generated input, e.g. input=0,255")
-    group.add_argument("--seed", type=int, default=0, help="seed of generated inputs (default 0)")
+    group.add_argument("--seed", type=whole(), default=0, help="seed of generated inputs (default 0)")
 
 
 def add_runtime_options(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +39,8 @@ def add_runtime_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--provider", default="cpu", help="execution provider: cpu (default), cuda, or a full name")
     group.add_argument("--opt-level", default="all", choices=["disable", "basic", "extended", "all"],
                        help="graph optimization level (default all; disable for bit-exact comparisons)")
-    group.add_argument("--threads", type=int, default=0, help="intra-op threads (default: ONNX Runtime's)")
+    group.add_argument("--threads", type=whole(hi=max_threads), default=0,
+                       help=f"intra-op threads, at most {MAX_THREADS_PER_CORE} per core (default: ONNX Runtime's)")
 
 
 @dataclass(frozen=True)
@@ -78,9 +81,9 @@ def feed_args(args: argparse.Namespace, input_names: Sequence[str], where: str) 
     dims: dict[str, int] = {}
     for text in args.dim:
         name, value = parse_named(text, "--dim")
-        if name is None or not value.isdigit():
+        if name is None:
             raise UsageError(f"--dim {text!r}: expected DIM=N", hint="e.g. --dim batch=4")
-        dims[name] = int(value)
+        dims[name] = parse_int(value, what=f"--dim {text!r}", hint="e.g. --dim batch=4")
     paths = tuple(sorted({f.path for f in files}))
     return FeedArgs(feeds, shapes, ranges, dims, paths, args.seed)
 

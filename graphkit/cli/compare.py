@@ -18,8 +18,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from graphkit import io
+from graphkit._numbers import parse_float
 from graphkit._options import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance
 from graphkit.cli import _common, _render
+from graphkit.cli._args import number, whole
 from graphkit.cli._feeds import add_feed_options, feed_args
 from graphkit.compare import (
     BACKENDS,
@@ -60,9 +62,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--marker-domain", default="my", help="the marker nodes' domain (default my)")
     p.add_argument("--marker-op", default="Debug", help="the marker nodes' op type (default Debug)")
     p.add_argument("--marker-attr", default="name", help="the attribute holding a marker's name (default name)")
-    p.add_argument("--fragment-mb", type=float, default=DEFAULT_FRAGMENT_BYTES / 2**20,
+    p.add_argument("--fragment-mb", type=number(lo=0, hi=2.0**40, lo_open=True), default=DEFAULT_FRAGMENT_BYTES / 2**20,
                    help="about how many MiB of tensors each fragment run exposes (bounds memory)")
-    p.add_argument("--local-checks", type=int, default=64,
+    p.add_argument("--local-checks", type=whole(hi=2**31 - 1), default=64,
                    help="re-run at most this many failing nodes on reference inputs (local vs inherited)")
     p.add_argument("--all", dest="show_all", action="store_true", help="list every tensor, however many")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -83,13 +85,7 @@ def _parse_tol(items: Sequence[str], flag: str, default: float) -> tuple[float, 
     value, per = default, {}
     for item in items:
         name, sep, text = item.rpartition("=")
-        try:
-            number = float(text)
-        except ValueError as err:
-            raise UsageError(f"{flag} {item!r}: {text!r} is not a number",
-                             hint=f"write {flag} 1e-5 or {flag} NAME=1e-3") from err
-        if number < 0 or math.isnan(number):
-            raise UsageError(f"{flag} {item!r}: tolerances must be >= 0", hint=f"write {flag} 1e-5")
+        number = parse_float(text, what=f"{flag} {item!r}", lo=0.0, hint=f"write {flag} 1e-5 or {flag} NAME=1e-3")
         if sep:
             per[name] = number
         else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from graphkit.cli import _common, _render
+from graphkit.cli._args import number
 from graphkit.cli._feeds import tolerance
 from graphkit.diff import diff
 
@@ -19,8 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description=__doc__)
     p.add_argument("a", help="the first (old) .onnx file")
     p.add_argument("b", help="the second (new) .onnx file")
-    p.add_argument("--atol", type=float, default=0.0, help="absolute tolerance for weight values (default 0)")
-    p.add_argument("--rtol", type=float, default=0.0, help="relative tolerance for weight values (default 0)")
+    p.add_argument("--atol", type=number(lo=0.0), default=0.0, help="absolute tolerance for weight values (default 0)")
+    p.add_argument("--rtol", type=number(lo=0.0), default=0.0, help="relative tolerance for weight values (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 

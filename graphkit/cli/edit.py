@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from graphkit._files import MAX_NESTING, json_depth
+from graphkit._numbers import INT64_MAX, parse_int
 from graphkit.cli import _common, _render
 from graphkit.errors import UsageError
 from graphkit.model import Model
@@ -45,18 +47,22 @@ _EXAMPLE = {
 }
 
 
-def _json_or_text(text: str) -> Any:
+def _json_or_text(text: str, flag: str) -> Any:
+    """A JSON value (nested at most MAX_NESTING deep), or the text itself when it is not JSON."""
+    if json_depth(text, MAX_NESTING) > MAX_NESTING:
+        raise UsageError(f"{flag}: the value nests brackets more than {MAX_NESTING} deep",
+                         hint="give a JSON value a few levels deep, or a .npy file")
     try:
         return json.loads(text)
-    except ValueError:
+    except ValueError:  # not JSON (a name, a path): the text itself
         return text
 
 
-def _value(text: str) -> Any:
+def _value(text: str, flag: str) -> Any:
     """A .npy file (kept as {"npy": absolute path}) or a JSON value."""
     if text.endswith(".npy"):
         return {"npy": str(Path(text).resolve())}
-    return _json_or_text(text)
+    return _json_or_text(text, flag)
 
 
 def _node_attr(text: str, flag: str) -> tuple[str, str]:
@@ -74,22 +80,26 @@ def _split_op(text: str) -> tuple[str, str | None]:
 def _dims(text: str, flag: str, fixed: bool) -> Step:
     left, right = _pair(text, flag)
     tensor, colon, axis = left.rpartition(":")
-    if not colon or not tensor or not axis.lstrip("-").isdigit():
-        raise UsageError(f"{flag} {text!r}: expected TENSOR:AXIS={'SIZE' if fixed else 'NAME'}",
-                         hint=f"e.g. {flag} {_EXAMPLE[flag]}")
+    hint = f"e.g. {flag} {_EXAMPLE[flag]}"
+    if not colon or not tensor or not axis:
+        raise UsageError(f"{flag} {text!r}: expected TENSOR:AXIS={'SIZE' if fixed else 'NAME'}", hint=hint)
+    index = parse_int(axis, what=f"{flag} {text!r}: axis", lo=-_MAX_AXIS, hi=_MAX_AXIS - 1, hint=hint)
+    dim: Any
     if fixed:
-        if not right.isdigit():
-            raise UsageError(f"{flag} {text!r}: {right!r} is not a size", hint=f"e.g. {flag} {_EXAMPLE[flag]}")
-        dim: Any = int(right)
+        dim = parse_int(right, what=f"{flag} {text!r}: size", lo=0, hi=INT64_MAX, hint=hint)
     else:
         dim = None if right in ("", "?") else right
-    return Step("set_dims", {"tensor": tensor, "dims": {str(int(axis)): dim}})
+    return Step("set_dims", {"tensor": tensor, "dims": {str(index): dim}})
+
+
+#: Axes beyond this are typos (no tensor has this many dims).
+_MAX_AXIS = 1 << 16
 
 
 def _set_attr(text: str) -> Step:
     left, right = _pair(text, "--set-attr")
     node, name = _node_attr(left, "--set-attr")
-    return Step("set_attribute", {"node": node, "attribute": name, "value": _value(right)})
+    return Step("set_attribute", {"node": node, "attribute": name, "value": _value(right, "--set-attr")})
 
 
 def _remove_attr(text: str) -> Step:
@@ -115,8 +125,10 @@ def _renamed(op: str, flag: str) -> Callable[[str], Step]:
 
 def _bypass(text: str) -> Step:
     node, sep, index = text.rpartition("=")
-    if sep and index.isdigit():
-        return Step("bypass_node", {"node": node, "input_index": int(index)})
+    if sep and node and index.strip().isdigit():
+        number = parse_int(index, what=f"--bypass {text!r}: input index", lo=0, hi=2**31 - 1,
+                           hint="e.g. --bypass /Identity=0")
+        return Step("bypass_node", {"node": node, "input_index": number})
     return Step("bypass_node", {"node": text})
 
 
@@ -136,7 +148,7 @@ def _to_input(op: str, flag: str) -> Callable[[str], Step]:
 def _with_value(op: str, flag: str) -> Callable[[str], Step]:
     def build(text: str) -> Step:
         name, value = _pair(text, flag)
-        return Step(op, {"tensor": name, "value": _value(value)})
+        return Step(op, {"tensor": name, "value": _value(value, flag)})
     return build
 
 
@@ -148,17 +160,17 @@ def _replace_op(text: str) -> Step:
 
 def _set_opset(text: str) -> Step:
     domain, version = _pair(text, "--set-opset")
-    if not version.isdigit():
-        raise UsageError(f"--set-opset {text!r}: {version!r} is not a version", hint="e.g. --set-opset ai.onnx=17")
-    return Step("set_opset", {"domain": domain, "version": int(version)})
+    number = parse_int(version, what=f"--set-opset {text!r}: version", lo=1, hi=INT64_MAX,
+                       hint="e.g. --set-opset ai.onnx=17")
+    return Step("set_opset", {"domain": domain, "version": number})
 
 
 def _fold(text: str | None) -> Step:
     if text is None:
         return Step("fold_constants", {})
-    if not text.isdigit():
-        raise UsageError(f"--fold-constants {text!r}: not a byte count", hint="e.g. --fold-constants 1048576")
-    return Step("fold_constants", {"max_bytes": int(text)})
+    number = parse_int(text, what="--fold-constants: byte count", lo=0, hi=INT64_MAX,
+                       hint="e.g. --fold-constants 1048576")
+    return Step("fold_constants", {"max_bytes": number})
 
 
 #: flag → (metavar, builder, help). Order here is the order --help lists them.
@@ -254,8 +266,8 @@ def _map_paths(step: Step, convert: Callable[[str], str]) -> Step:
     """The step with every file path in it (``{"npy": …}`` values, a merge's ``other``) converted."""
 
     def fix(value: Any) -> Any:
-        if isinstance(value, dict) and set(value) == {"npy"}:
-            return {"npy": convert(str(value["npy"]))}
+        if isinstance(value, dict) and set(value) == {"npy"} and isinstance(value["npy"], str):
+            return {"npy": convert(value["npy"])}
         if isinstance(value, list):
             return [fix(v) for v in value]
         if isinstance(value, dict):
@@ -263,8 +275,8 @@ def _map_paths(step: Step, convert: Callable[[str], str]) -> Step:
         return value
 
     args = {k: fix(v) for k, v in step.args.items()}
-    if step.op == "merge" and "other" in args:
-        args["other"] = convert(str(args["other"]))
+    if step.op == "merge" and isinstance(args.get("other"), str):
+        args["other"] = convert(args["other"])
     return Step(step.op, args)
 
 

@@ -8,6 +8,7 @@ import argparse
 
 from graphkit._chain import ChainResult, run_chain
 from graphkit.cli import _common, _render
+from graphkit.cli._args import number
 from graphkit.cli._feeds import add_feed_options, add_runtime_options, feed_args, ms, tolerance
 from graphkit.cli._render import human_bytes
 from graphkit.cli.run import render_feeds, render_stats
@@ -25,8 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_runtime_options(p)
     p.add_argument("--source", metavar="MODEL", help="the whole model to compare with (default: the manifest's)")
     p.add_argument("--no-compare", dest="compare", action="store_false", help="do not run the whole model")
-    p.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance (default 1e-4)")
-    p.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (default 1e-5)")
+    p.add_argument("--rtol", type=number(lo=0.0), default=1e-4, help="relative tolerance (default 1e-4)")
+    p.add_argument("--atol", type=number(lo=0.0), default=1e-5, help="absolute tolerance (default 1e-5)")
     p.add_argument("--save", metavar="OUT.npz", help="save the chain's outputs to an .npz")
     p.add_argument("--overwrite", action="store_true", help="allow --save to replace an input file")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from graphkit.cli import _common, _render
+from graphkit.cli._args import whole
 from graphkit.cli._render import human_bytes
 from graphkit.split import MANIFEST, Split, split, write_split
 
@@ -18,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--at", nargs="+", metavar="TENSOR",
                      help="cut tensors in execution order: fragment k computes what tensor k needs")
-    how.add_argument("--parts", type=int, metavar="N", help="cut into N balanced fragments")
+    how.add_argument("--parts", type=whole(lo=1, hi=2**31 - 1), metavar="N", help="cut into N balanced fragments")
     p.add_argument("--balance", choices=["nodes", "weights"], default="nodes",
                    help="with --parts: balance node counts (default) or weight bytes")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
