@@ -31,7 +31,7 @@ def test_every_operation_argument_has_a_described_type() -> None:
     ("bypass_node", {"node": "/Add", "input_index": 2**70}, "argument 'input_index' must be a whole number"),
     ("set_op_type", {"node": "/Add", "op_type": "Sub", "domain": 3}, "argument 'domain' must be a string or null"),
     ("set_dims", {"tensor": "input.1", "dims": [1, 2.5]}, "argument 'dims' must be"),
-    ("set_attribute", {"node": "/Add", "name": "a", "value": {1: 2}}, "argument 'value' must be"),
+    ("set_attribute", {"node": "/Add", "attribute": "a", "value": {1: 2}}, "argument 'value' must be"),
     ("merge", {"other": "b.onnx", "connect": {}, "prefixes": ["a"]}, "argument 'prefixes' must be a list of 2"),
     ("insert_node", {"after": "x", "op_type": "Relu", "attributes": []}, "argument 'attributes' must be a mapping"),
 ])
@@ -54,21 +54,21 @@ def test_right_types_pass_through(whole_model: gk.Model) -> None:
 
 def test_npy_value_is_read_strictly(tmp_path: Path, whole_model: gk.Model) -> None:
     os.mkfifo(tmp_path / "v.npy")
-    steps = [Step("set_initializer", {"name": "w", "value": {"npy": "v.npy"}})]
+    steps = [Step("set_initializer", {"tensor": "w", "value": {"npy": "v.npy"}})]
     with pytest.raises(gk.UsageError, match=r"step 1 \(set_initializer\): argument 'value': .*FIFO"):
         run_steps(whole_model, steps, base_dir=tmp_path)
     with pytest.raises(gk.UsageError, match="file name must be a string"):
-        run_steps(whole_model, [Step("set_initializer", {"name": "w", "value": {"npy": [1]}})], base_dir=tmp_path)
+        run_steps(whole_model, [Step("set_initializer", {"tensor": "w", "value": {"npy": [1]}})], base_dir=tmp_path)
     np.save(tmp_path / "o.npy", np.array([None], dtype=object), allow_pickle=True)
     with pytest.raises(gk.UsageError, match="Python objects"):
-        run_steps(whole_model, [Step("set_initializer", {"name": "w", "value": {"npy": "o.npy"}})],
+        run_steps(whole_model, [Step("set_initializer", {"tensor": "w", "value": {"npy": "o.npy"}})],
                   base_dir=tmp_path)
 
 
 @pytest.mark.parametrize("dtype", ["object", "datetime64[s]", "V8", "nonsense"])
 def test_literal_tensor_dtypes_are_numeric(whole_model: gk.Model, dtype: str) -> None:
     with pytest.raises(gk.UsageError, match="dtype"):
-        run_steps(whole_model, [Step("set_initializer", {"name": "w", "value": {"value": [1], "dtype": dtype}})])
+        run_steps(whole_model, [Step("set_initializer", {"tensor": "w", "value": {"value": [1], "dtype": dtype}})])
 
 
 def test_load_recipe_reads_yaml_without_aliases(tmp_path: Path) -> None:
