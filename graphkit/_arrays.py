@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import tokenize
 import zipfile
 import zlib
 from collections.abc import Iterator, Mapping
@@ -28,6 +29,11 @@ __all__ = ["MAX_ARRAY_BYTES", "NpzArrays", "check_array_size", "open_npz", "read
 #: The largest array read from a file, in bytes (the whole of an ``.npz``'s members together too).
 MAX_ARRAY_BYTES = 4 << 30
 _NPY_HINT = "write it with numpy.save (numeric or fixed-width string arrays)"
+
+
+def _one_line(err: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_array_size(nbytes: int, *, what: str, error: type[GraphkitError] = FeedError) -> None:
@@ -50,8 +56,9 @@ def _header(fp: IO[bytes], what: str, error: type[GraphkitError]) -> tuple[tuple
             shape, fortran, dtype = npformat.read_array_header_2_0(fp)
         else:
             raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
-    except (ValueError, OSError, EOFError, SyntaxError, TypeError, zlib.error, zipfile.BadZipFile) as err:
-        raise error(f"cannot read {what} as .npy: {' '.join(str(err).split())}", hint=_NPY_HINT) from err
+    except (ValueError, OSError, EOFError, SyntaxError, TypeError, tokenize.TokenError, RecursionError, MemoryError,
+            zlib.error, zipfile.BadZipFile) as err:  # numpy parses the header as a Python literal
+        raise error(f"cannot read {what} as .npy: {_one_line(err)}", hint=_NPY_HINT) from err
     return tuple(int(d) for d in shape), bool(fortran), dtype
 
 
@@ -90,7 +97,7 @@ def _read_checked(fp: IO[bytes], available: int, what: str, error: type[Graphkit
     except MemoryError as err:
         raise error(f"not enough memory to read {what} ({nbytes} bytes)", hint="free memory or give a smaller array") from err
     except (OSError, ValueError, EOFError, zlib.error, zipfile.BadZipFile) as err:
-        raise error(f"cannot read {what}: {' '.join(str(err).split())}", hint="the file is corrupt; write it again") from err
+        raise error(f"cannot read {what}: {_one_line(err)}", hint="the file is corrupt; write it again") from err
     if flat.size != count:
         raise error(f"{what} is truncated: {flat.size} of {count} elements present", hint=_NPY_HINT)
     if fortran:
@@ -141,7 +148,7 @@ class NpzArrays(Mapping[str, np.ndarray]):
             with self._archive.open(info) as member:
                 return _read_checked(member, info.file_size, label, self._error, real_file=False)
         except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError) as err:
-            raise self._error(f"cannot read {label}: {' '.join(str(err).split())}",
+            raise self._error(f"cannot read {label}: {_one_line(err)}",
                               hint="the archive is corrupt or truncated; write it again") from err
 
     def __iter__(self) -> Iterator[str]:
@@ -175,7 +182,7 @@ def open_npz(path: str | os.PathLike[str], *, what: str = "array file",
         archive = zipfile.ZipFile(handle)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
         handle.close()
-        raise error(f"cannot read {what} {file} as .npz: {' '.join(str(err).split())}",
+        raise error(f"cannot read {what} {file} as .npz: {_one_line(err)}",
                     hint="write it with numpy.savez (the file may be truncated)") from err
     except BaseException:
         handle.close()

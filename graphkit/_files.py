@@ -24,6 +24,8 @@ __all__ = [
     "MAX_NESTING",
     "MAX_TEXT_BYTES",
     "check_regular",
+    "exists",
+    "is_dir",
     "json_depth",
     "open_file",
     "open_input",
@@ -38,6 +40,26 @@ __all__ = [
 MAX_TEXT_BYTES = 64 << 20
 #: Deepest nesting of brackets (JSON) or collections (YAML) accepted; a real recipe nests 4 deep.
 MAX_NESTING = 100
+
+
+def exists(path: str | os.PathLike[str]) -> bool:
+    """Whether something is at ``path``; True when asking fails for another reason than its absence
+    (a name too long, a NUL byte, no permission), so that opening it reports that reason."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except (OSError, ValueError):
+        return True
+    return True
+
+
+def is_dir(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a folder (False when it cannot be asked: the caller's next step says why)."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _kind(mode: int) -> str:

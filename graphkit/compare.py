@@ -37,7 +37,7 @@ import onnx
 
 from graphkit import _check_args as argcheck
 from graphkit._arrays import open_npz
-from graphkit._files import check_regular, read_data
+from graphkit._files import check_regular, exists, read_data
 from graphkit._options import Backend, FeedOptions, Tolerance
 from graphkit.errors import (
     ArgumentTypeError,
@@ -543,7 +543,7 @@ def load_reference(path: str | os.PathLike[str]) -> Mapping[str, np.ndarray]:
             it later is truncated, too large or holds Python objects.
     """
     file = Path(path)
-    if not file.exists():
+    if not exists(file):
         raise FeedError(f"no such reference file: {file}", hint="pass an .npz of reference values keyed by tensor name")
     check_regular(file, what="reference file", max_bytes=None, error=FeedError)
     if file.suffix.lower() == ".npy":

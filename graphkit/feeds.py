@@ -19,7 +19,7 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from graphkit._arrays import check_array_size, open_npz, read_npy
-from graphkit._files import check_regular, read_bytes
+from graphkit._files import check_regular, exists, read_bytes
 from graphkit._numbers import INT64_MAX, parse_float, parse_int
 from graphkit.errors import FeedError, UsageError, did_you_mean
 from graphkit.io import atomic_output
@@ -77,7 +77,7 @@ def load_feed_file(path: str | os.PathLike[str], name: str | None = None) -> lis
             or does not hold ``name``.
     """
     file = Path(path)
-    if not file.exists():
+    if not exists(file):
         raise FeedError(f"no such feed file: {file}", hint="check the path given to --input")
     suffix = file.suffix.lower()
     if suffix not in FORMATS:
@@ -163,7 +163,7 @@ def load_feeds(specs: Iterable[str]) -> list[FeedFile]:
 
 
 def _split_input_spec(spec: str) -> tuple[str | None, str]:
-    if "=" not in spec or Path(spec).exists():
+    if "=" not in spec or os.path.exists(spec):  # (False, not an error, for a name too long or with NUL)
         return None, spec
     name, _, path = spec.partition("=")
     return (name or None), path

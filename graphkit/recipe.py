@@ -270,6 +270,25 @@ def _plain_data(value: Any) -> bool:
     return True
 
 
+def _not_utf8(value: Any) -> str | None:
+    """The first string in ``value`` that UTF-8 cannot encode (a lone surrogate, as undecodable command-line
+    bytes or a JSON ``\\udcff`` escape give), or None."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return item
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+    return None
+
+
 def _describe(hint: Any, *, plural: bool = False) -> str:
     """A declared type in words: ``a string or null``, ``a list of (strings or tensors)``."""
     if hint is Any:
@@ -308,6 +327,10 @@ def _check_types(step: Step, args: Mapping[str, Any], where: str) -> None:
     """Raise UsageError naming the first argument whose decoded value does not fit its declared type."""
     expected = _expected(step.op)
     for key, value in args.items():
+        text = _not_utf8(value)
+        if text is not None:
+            raise UsageError(f"{where} ({step.op}): argument {key!r} holds {_short(text)}, which is not valid UTF-8 text",
+                             hint="names in an ONNX model are UTF-8; check the bytes given (a terminal's encoding)")
         hint = expected.get(key)
         if hint is not None and not _matches(value, hint):
             raise UsageError(f"{where} ({step.op}): argument {key!r} must be {_describe(hint)}, not {_short(value)}",

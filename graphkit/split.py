@@ -34,7 +34,7 @@ import onnx
 
 from graphkit import _check_args as argcheck
 from graphkit import io
-from graphkit._files import check_regular, read_data
+from graphkit._files import check_regular, exists, is_dir, read_data
 from graphkit._options import Balance
 from graphkit.errors import (
     CorruptModelError,
@@ -825,9 +825,9 @@ def load_split(path: str | os.PathLike[str]) -> Split:
     """
     argcheck.path(path, "path")
     given = Path(path)
-    manifest_path = given / MANIFEST if given.is_dir() else given
+    manifest_path = given / MANIFEST if is_dir(given) else given
     folder = manifest_path.parent
-    if not manifest_path.exists():
+    if not exists(manifest_path):
         raise ModelNotFoundError(f"no split manifest at {manifest_path}",
                                  hint="give the folder written by 'python -m graphkit split'")
     data = read_data(manifest_path, what="split manifest", yaml=False, error=CorruptModelError)

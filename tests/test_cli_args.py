@@ -372,3 +372,30 @@ def test_runtime_allocation_failure_is_one_line(tmp_path: Path, capfd: pytest.Ca
     refused(["run", str(model), "--input", f"x={x}", "--input", f"s={shape}"], capfd, "out of memory", "'expand'",
             str(2**52))
 
+
+
+# ------------------------------------------------------------------------- findings of the fuzz campaign
+
+
+def test_undecodable_argv_bytes_in_a_name(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out.onnx"
+    refused(["edit", str(fixture("my_add.onnx")), str(out), "--replace-op", "Add=\udcff"], capfd, "new_op_type",
+            "UTF-8", out=out)
+
+
+@pytest.mark.parametrize("header", [b"{", b"1" * 60_000])
+def test_npy_header_that_is_not_a_literal(tmp_path: Path, capfd: pytest.CaptureFixture[str], header: bytes) -> None:
+    feed = tmp_path / "x.npy"
+    feed.write_bytes(b"\x93NUMPY\x02\x00" + len(header).to_bytes(4, "little") + header)
+    refused(["run", str(fixture("model_static.onnx")), "--input", f"in={feed}"], capfd, str(feed))
+    refused(["edit", str(fixture("model_static.onnx")), str(tmp_path / "o.onnx"), "--set-initializer",
+             f"conv.weight={feed}"], capfd, str(feed), out=tmp_path / "o.onnx")
+
+
+def test_names_too_long_for_the_file_system(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    long = tmp_path / ("a" * 300)
+    refused(["run-chain", str(long)], capfd, "a" * 300)
+    refused(["run", str(fixture("model_static.onnx")), "--input", f"in={long}.npy"], capfd, "a" * 300)
+    model = str(fixture("model_static.onnx"))
+    refused(["compare", model, "--reference", f"{long}.npz"], capfd, "a" * 300)
+    refused(["edit", model, str(tmp_path / "o.onnx"), "--recipe", f"{long}.json"], capfd, "a" * 300)
