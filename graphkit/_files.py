@@ -229,9 +229,10 @@ def parse_yaml(text: str, *, what: str, max_depth: int = MAX_NESTING,
     """
     import yaml
 
-    loader = _safe_loader(yaml)(text)
-    loader._max_depth = max_depth
+    loader = None
     try:
+        loader = _safe_loader(yaml)(text)  # (its reader already refuses control characters)
+        loader._max_depth = max_depth
         return loader.get_single_data()
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
@@ -243,7 +244,8 @@ def parse_yaml(text: str, *, what: str, max_depth: int = MAX_NESTING,
     except RecursionError as err:
         raise error(f"{what} nests too deeply", hint="check the file") from err
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _yaml_hint(problem: str) -> str:

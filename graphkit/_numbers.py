@@ -38,6 +38,10 @@ def max_threads() -> int:
     return MAX_THREADS_PER_CORE * max(1, os.cpu_count() or 1)
 
 
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else f"{text[:20]}...({len(text)} digits)"
+
+
 def _say(what: str, fact: str) -> str:
     return f"{what}: {fact}" if what else fact
 
@@ -66,9 +70,13 @@ def parse_int(text: str, *, what: str, lo: int | None = 0, hi: int | None = INT6
         UsageError: (or ``error``) ``text`` is not such a number.
     """
     stripped = text.strip()
-    if not _INT.fullmatch(stripped) or len(stripped.lstrip("+-")) > _MAX_DIGITS:
+    if not _INT.fullmatch(stripped):
         raise error(_say(what, f"{text!r} is not a whole number" + (" of ASCII digits" if stripped.isdigit() else "")),
                     hint=hint or f"give a whole number {_bounds(lo, hi)}")
+    if len(stripped.lstrip("+-")) > _MAX_DIGITS:  # refused before int() spends time on it
+        high = INT64_MAX if hi is None else hi
+        raise error(_say(what, f"{_clip(stripped)} is out of range ({_bounds(lo, high)})"),
+                    hint=hint or f"give a whole number {_bounds(lo, high)}")
     return check_int(int(stripped), what=what, lo=lo, hi=hi, hint=hint, error=error)
 
 

@@ -27,6 +27,7 @@ import onnx
 
 from graphkit import _check_args as argcheck
 from graphkit import propagate
+from graphkit._numbers import parse_int
 from graphkit._options import FeedOptions
 from graphkit.build import dtype_to_onnx
 from graphkit.errors import (
@@ -210,8 +211,8 @@ def _parse_dims(text: str, spec: str) -> tuple[Dim, ...]:
         return ()
     dims: list[Dim] = []
     for part in (p.strip() for p in inner.split(",")):
-        if re.fullmatch(r"\d+", part):
-            dims.append(int(part))
+        if re.fullmatch(r"[0-9]+", part):  # (ASCII: \d would take other scripts' digits)
+            dims.append(parse_int(part, what=f"the dims of {spec!r}", hint="write the shape like [1,3,224,224]"))
         elif part in ("?", "-1", ""):
             dims.append(None)
         elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", part):

@@ -117,6 +117,7 @@ i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]
     ("r.yaml", b"[" * 30_000 + b"]" * 30_000, "deep"),
     ("r.yaml", ALIAS_BOMB, "alias"),
     ("r.yaml", b"- op: cleanup\n  inputs: [1,\n", "YAML"),
+    ("r.yaml", b"- op: cleanup\x00\n", "YAML"),
     ("r.json", b'[{"op": "cleanup",}]', "JSON"),
 ])
 def test_recipe_text_is_utf8_bounded_and_one_line(tmp_path: Path, capfd: pytest.CaptureFixture[str], name: str,
@@ -399,3 +400,12 @@ def test_names_too_long_for_the_file_system(tmp_path: Path, capfd: pytest.Captur
     model = str(fixture("model_static.onnx"))
     refused(["compare", model, "--reference", f"{long}.npz"], capfd, "a" * 300)
     refused(["edit", model, str(tmp_path / "o.onnx"), "--recipe", f"{long}.json"], capfd, "a" * 300)
+
+
+@pytest.mark.parametrize("dim", ["٣", NINES])
+def test_extract_typed_input_dims_are_ascii_and_bounded(tmp_path: Path, capfd: pytest.CaptureFixture[str],
+                                                        dim: str) -> None:
+    out = tmp_path / "out.onnx"
+    spec = f"input.1:float32:[1,{dim},10,10]"
+    refused(["extract", str(fixture("whole_model.onnx")), str(out), "--inputs", spec, "--outputs", "output"], capfd,
+            spec, out=out)
