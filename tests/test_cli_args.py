@@ -409,3 +409,19 @@ def test_extract_typed_input_dims_are_ascii_and_bounded(tmp_path: Path, capfd: p
     spec = f"input.1:float32:[1,{dim},10,10]"
     refused(["extract", str(fixture("whole_model.onnx")), str(out), "--inputs", spec, "--outputs", "output"], capfd,
             spec, out=out)
+
+
+def test_onnxruntime_log_lines_are_shown_with_verbose(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    model = _model(tmp_path, helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape"),
+                   helper.make_tensor_value_info("s", TensorProto.INT64, [1]))
+    np.save(tmp_path / "s.npy", np.array([4], np.int64))
+    np.save(tmp_path / "x.npy", np.zeros(6, np.float32))
+    argv = ["run", str(model), "--input", f"x={tmp_path / 'x.npy'}", "--input", f"s={tmp_path / 's.npy'}"]
+    quiet = subprocess.run([sys.executable, "-m", "graphkit", *argv], capture_output=True, text=True, check=False)
+    loud = subprocess.run([sys.executable, "-m", "graphkit", "-v", *argv], capture_output=True, text=True, check=False)
+    assert quiet.returncode == loud.returncode == 2
+    assert "[E:onnxruntime" not in quiet.stderr and len(quiet.stderr.strip().splitlines()) == 2
+    assert "[E:onnxruntime" in loud.stderr and "graphkit: error: ONNX Runtime failed running" in loud.stderr
