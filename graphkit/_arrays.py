@@ -147,7 +147,8 @@ class NpzArrays(Mapping[str, np.ndarray]):
         try:
             with self._archive.open(info) as member:
                 return _read_checked(member, info.file_size, label, self._error, real_file=False)
-        except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError) as err:
+        except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError, RuntimeError) as err:
+            # (RuntimeError: an encrypted member; NotImplementedError: an unknown compression)
             raise self._error(f"cannot read {label}: {_one_line(err)}",
                               hint="the archive is corrupt or truncated; write it again") from err
 

@@ -143,3 +143,14 @@ def test_npz_that_is_not_a_zip(tmp_path: Path) -> None:
     path.write_bytes(b"PK\x03\x04 truncated")
     with pytest.raises(gk.FeedError, match=r"as \.npz"):
         open_npz(path)
+
+
+def test_npz_with_an_encrypted_member(tmp_path: Path) -> None:
+    path = tmp_path / "x.npz"
+    np.savez(path, a=np.ones(3, np.float32))
+    data = bytearray(path.read_bytes())
+    central = data.index(b"PK\x01\x02")
+    data[central + 8] |= 1  # the "encrypted" flag: zipfile then asks for a password
+    path.write_bytes(bytes(data))
+    with open_npz(path) as arrays, pytest.raises(gk.FeedError, match=r"x\.npz\[a\]: .*encrypted"):
+        arrays["a"]
