@@ -848,7 +848,7 @@ def _from_manifest(data: dict[str, Any], folder: Path, manifest_path: Path) -> S
         file = _inside(root, entry["file"], manifest_path, f"fragment {i}")
         if entry.get("data") is not None:
             _inside(root, entry["data"], manifest_path, f"fragment {i}'s data file")
-        if not file.exists():
+        if not exists(file):
             raise ModelNotFoundError(f"fragment {i} file {file} listed in {manifest_path} is missing",
                                      hint="copy the whole split folder, or split the model again")
         _check_file(file, entry.get("sha256"), entry.get("size"), f"fragment {i} file {file}")
@@ -877,6 +877,9 @@ def _from_manifest(data: dict[str, Any], folder: Path, manifest_path: Path) -> S
 
 def _inside(root: Path, name: str, manifest_path: Path, what: str) -> Path:
     """``root / name``, resolved through symlinks, refused unless it lies inside ``root`` (as external data)."""
+    if len(name) > _MAX_PATH or any(len(part.encode("utf-8", "surrogateescape")) > _MAX_NAME for part in name.split("/")):
+        raise CorruptModelError(f"{manifest_path}: {what} is a name of {len(name)} characters, longer than a file "
+                                "name can be", hint="split the model again")
     if os.path.isabs(name) or "\0" in name:
         raise CorruptModelError(f"{manifest_path}: {what} is {name!r}, not a file name inside the split folder",
                                 hint="a split manifest names its files relative to its folder; split the model again")
@@ -905,6 +908,8 @@ def _check_file(file: Path, sha256: str | None, size: int | None, what: str) -> 
                                 hint="the file changed after the split; split the model again")
 
 
+#: Longest path and path component a file system takes (Linux's PATH_MAX and NAME_MAX).
+_MAX_PATH, _MAX_NAME = 4096, 255
 #: A protobuf (so an .onnx file) cannot be larger; a bigger "fragment" is not one, and is not hashed.
 _MAX_ONNX_BYTES = 2**31 - 1
 

@@ -304,6 +304,7 @@ def _edit_manifest(folder: Path, change: object) -> None:
     (lambda d: d["fragments"][0].update(file="../outside/part_00.onnx"), "outside the split folder"),
     (lambda d: d["fragments"][0].update(file="/etc/passwd"), "not a file name inside"),
     (lambda d: d.update(fragments=[]), "no fragments"),
+    (lambda d: d["fragments"][0].update(file="x" * 100_000), "100000 characters"),
 ])
 def test_manifest_fields_are_checked(parts: Path, capfd: pytest.CaptureFixture[str], change: object,
                                      said: str) -> None:
