@@ -221,6 +221,8 @@ def test_no_verb_changes_the_working_directory(tmp_path: Path, monkeypatch: pyte
         ["run", ext, "--shape", "x=2x64"],
         ["split", ext, out / "parts", "--parts", "2"], ["run-chain", out / "parts"],
         ["compare", ext], ["diff", ext, out / "edited.onnx"],
+        ["markers", fixture("debug_markers.onnx"), out / "markers.onnx"],
+        ["merge", fixture("my_add.onnx"), fixture("model_static.onnx"), out / "merged.onnx", "--connect", "output=in"],
     ):
         code = main([str(a) for a in args])
         assert code in (0, 1), (args, capsys.readouterr().err)
