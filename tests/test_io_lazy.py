@@ -144,13 +144,13 @@ def test_lazy_scan_fails_fast_on_an_initializer_longer_than_the_file(small_thres
     assert calls[0] < 20
 
 
-def _unpacked_floats_model(count: int) -> bytes:
+def _unpacked_floats_model(count: int, graph_name: str = "g") -> bytes:
     """A valid model whose one initializer holds ``count`` floats as unpacked float_data fields."""
     values = np.arange(count, dtype=np.float32)
     tensor = _varint(1 << 3) + _varint(count) + b"\x10\x01" + _field(8, b"w")
     tensor += b"".join(b"\x25" + v.tobytes() for v in values)  # field 4, wire type 5, one per value
     graph = onnx.helper.make_graph(
-        [onnx.helper.make_node("Add", ["x", "w"], ["y"])], "g",
+        [onnx.helper.make_node("Add", ["x", "w"], ["y"])], graph_name,
         [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [count])],
         [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [count])],
     )
@@ -169,6 +169,23 @@ def test_lazy_scan_of_unpacked_values_takes_a_few_steps_not_one_per_value(small_
     assert calls[0] < 100
     np.testing.assert_array_equal(gk.tensor_value(model, model.graph.initializer[0]), np.arange(50_000, dtype=np.float32))
     assert onnx.load(str(path)) == model.proto
+
+
+def test_a_model_of_mostly_typed_values_is_checked_by_a_walk_not_the_strict_parse(
+        small_thresholds: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    strict_parses = []
+    real = io._strict_parse
+    monkeypatch.setattr(io, "_strict_parse", lambda data: strict_parses.append(len(data)) or real(data))
+    path = tmp_path / "unpacked.onnx"
+    path.write_bytes(_unpacked_floats_model(50_000))
+    gk.load(path)
+    assert strict_parses == []
+    gk.load(_srcnn())  # (raw weights: borrowed, and the rest parsed strictly)
+    assert len(strict_parses) == 1
+    bad = tmp_path / "bad_name.onnx"
+    bad.write_bytes(_unpacked_floats_model(50_000, graph_name="gg").replace(b"\x12\x02gg", b"\x12\x02\xff\xfe", 1))
+    with pytest.raises(gk.CorruptModelError, match="UTF-8"):
+        gk.load(bad)
 
 
 def test_lazy_scan_refuses_a_field_longer_than_its_message(small_thresholds: None, tmp_path: Path) -> None:
