@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from graphkit._arrays import check_array_size, open_npz, read_npy
 from graphkit._files import check_regular, exists, read_bytes
 from graphkit._numbers import INT64_MAX, parse_float, parse_int
 from graphkit.errors import FeedError, UsageError, did_you_mean
-from graphkit.io import atomic_output
+from graphkit.io import WritePlan, atomic_output
 
 __all__ = [
     "FeedFile",
@@ -33,6 +34,7 @@ __all__ = [
     "parse_shape",
     "read_tensor_file",
     "resolve_feeds",
+    "npz_path",
     "save_arrays",
 ]
 
@@ -249,16 +251,53 @@ def parse_range(text: str, flag: str = "--range") -> tuple[str | None, tuple[flo
     return name, (lo, hi)
 
 
-def save_arrays(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> Path:
-    """Write arrays to an ``.npz`` atomically, keyed by tensor name.
+#: The longest name a zip member (an array in an .npz, ``NAME.npy``) can have, in bytes.
+_MEMBER_NAME_MAX = 0xFFFF
+
+
+def npz_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as the destination of ``save_arrays``.
 
     Raises:
         UsageError: The path does not end in ``.npz``.
-        WriteError: The file cannot be written.
     """
     dest = Path(path)
     if dest.suffix.lower() != ".npz":
         raise UsageError(f"cannot save to {dest}: outputs are saved as .npz", hint="give a path ending in .npz")
-    with atomic_output(dest) as tmp, open(tmp, "wb") as handle:
-        np.savez(handle, **{name: np.asarray(value) for name, value in arrays.items()})  # type: ignore[arg-type]
+    return dest
+
+
+def save_arrays(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray], *,
+                plan: WritePlan | None = None) -> Path:
+    """Write arrays to an ``.npz`` atomically, keyed by tensor name (``np.load`` reads it back).
+
+    Args:
+        path: The ``.npz`` file.
+        arrays: Name -> array. Arrays of Python strings are written as numpy strings (no pickles).
+        plan: The write plan of the command writing it (checked against what the command reads).
+
+    Raises:
+        UsageError: The path does not end in ``.npz``, names a device, FIFO or folder, or a name is
+            too long for a member of a zip file.
+        WriteError: The file cannot be written.
+    """
+    dest = npz_path(path)
+    for name in arrays:
+        size = len(name.encode("utf-8", "surrogatepass")) + len(".npy")
+        if size > _MEMBER_NAME_MAX:
+            shown = f"{name[:40]}…" if len(name) > 40 else name
+            raise UsageError(
+                f"cannot save {shown!r} to {dest}: its name is {len(name)} characters long, over the "
+                f"{_MEMBER_NAME_MAX - 4}-byte limit of a name in an .npz (a zip file)",
+                hint="leave that tensor out (choose tensors with --output), or rename it",
+            )
+    with (plan.output(dest, "the saved values") if plan is not None else atomic_output(dest)) as tmp, \
+            open(tmp, "wb") as handle, \
+            zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, value in arrays.items():
+            array = np.asarray(value)
+            if array.dtype == object:
+                array = array.astype(np.str_)
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, array, allow_pickle=False)
     return dest

@@ -14,8 +14,7 @@ import logging
 import mmap
 import os
 import stat
-import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,9 +25,11 @@ from google.protobuf.message import DecodeError, EncodeError
 from onnx import numpy_helper
 
 from graphkit import _check_args as argcheck
+from graphkit import _write
 from graphkit.errors import (
     CorruptModelError,
     ExternalDataError,
+    GraphkitError,
     InvalidModelError,
     ModelNotFoundError,
     UnsafePathError,
@@ -52,6 +53,7 @@ from graphkit.model import (
 
 __all__ = [
     "ExternalRef",
+    "WritePlan",
     "atomic_output",
     "external_ref",
     "inline_proto",
@@ -825,6 +827,14 @@ def save(
     External weights are streamed from where they lie into one data file beside ``path``; inline
     weights stay inline. A model too large for one protobuf file is saved with external data.
 
+    The model and its data file are replaced as a pair: a crash at any instant leaves either the
+    previous pair or the new one. The data file is therefore never rewritten in place: it is
+    ``<stem>.data`` (or ``location``), unless the model being replaced at ``path`` uses that name;
+    then it is ``<name>.data`` (``model.onnx.data`` for ``model.onnx``; for a ``location``, the
+    same name with ``.1`` before its extension). The previous data file is removed once the new
+    model is in place. A save never replaces a file ``model`` reads its weights from, other than
+    the model file at ``path`` itself.
+
     Args:
         model: The model to write.
         path: The destination ``.onnx`` file.
@@ -838,6 +848,8 @@ def save(
 
     Raises:
         WriteError: The folder does not exist or cannot be written, or the disk is full.
+        UsageError: ``path`` names a device, FIFO or folder, a name is too long, or the write would
+            replace a file the model reads its weights from.
         UnsafePathError: ``location`` leaves the destination's folder.
         ExternalDataError: A source weight is missing or truncated.
     """
@@ -846,14 +858,25 @@ def save(
     argcheck.optional(argcheck.boolean, external, "external")
     argcheck.optional(argcheck.path, location, "location")
     argcheck.integer(size_threshold, "size_threshold", minimum=0)
-    dest = Path(path)
-    folder = dest.parent if str(dest.parent) else Path(".")
-    if not folder.is_dir():
-        raise WriteError(f"cannot write {dest}: folder {folder} does not exist", hint="create the folder first")
-    if dest.is_dir():
-        raise WriteError(f"cannot write {dest}: it is a folder", hint="give a file name ending in .onnx")
+    plan = WritePlan(overwrite=True, cli=False)
+    plan.read_model(model)
+    return plan.save(model, path, external=external, location=location, size_threshold=size_threshold)
+
+
+def _save(
+    model: Model,
+    dest: Path,
+    plan: WritePlan,
+    *,
+    external: bool | None,
+    location: str | None,
+    size_threshold: int,
+) -> Model:
+    """``save`` once the plan has checked ``dest``."""
+    folder = dest.parent
+    previous = _referenced_files(dest)
     if not external:
-        saved = _save_inline_fast(model, dest, folder, allow_external=external is None)
+        saved = _save_inline_fast(model, dest, folder, previous, plan, allow_external=external is None)
         if saved is not None:
             return saved
     proto = onnx.ModelProto()
@@ -870,11 +893,11 @@ def save(
         else:
             serialized = _serialize(proto)
             external = serialized is None or len(serialized) > INLINE_LIMIT
-    data_name = location or f"{dest.stem}.data"
-    if external:
-        resolve_location(folder, data_name, context=f"saving {dest}")
-    with _atomic_pair(dest, folder / data_name if external else None) as (tmp_model, tmp_data):
-        if external:
+    data_name = plan.data_name(dest, location, previous) if external else None
+    data_dest = resolve_location(folder, data_name, context=f"saving {dest}") if data_name else None
+    retire = plan.retired(dest, location, previous, keep=data_dest)
+    with _atomic_pair(dest, data_dest, retire) as (tmp_model, tmp_data):
+        if data_name is not None:
             assert tmp_data is not None
             _write_external(model, proto, tmp_data, data_name, size_threshold)
             _write_proto(proto, tmp_model, dest)
@@ -885,11 +908,12 @@ def save(
                 _inline_external(model, proto)
                 serialized = None
             _write_proto(proto, tmp_model, dest, serialized)
-    log.info("wrote %s%s", dest, f" and {data_name}" if external else "")
+    log.info("wrote %s%s", dest, f" and {data_name}" if data_name else "")
     return Model(proto, folder.resolve(), dest)
 
 
-def _save_inline_fast(model: Model, dest: Path, folder: Path, *, allow_external: bool) -> Model | None:
+def _save_inline_fast(model: Model, dest: Path, folder: Path, previous: set[Path], plan: WritePlan, *,
+                      allow_external: bool) -> Model | None:
     """Save a model without external data in one serialization: the common case of ``save``.
 
     Returns None, having written nothing, when the model has (or may have) external data, or is too
@@ -898,7 +922,7 @@ def _save_inline_fast(model: Model, dest: Path, folder: Path, *, allow_external:
     data = _serialize(model.lazy_proto)
     if data is None or (allow_external and len(data) > INLINE_LIMIT) or outline(data).has_external_data:
         return None  # (the outline never misses an external tensor: no False where has_external_data is True)
-    with _atomic_pair(dest, None) as (tmp_model, _):
+    with _atomic_pair(dest, None, plan.retired(dest, None, previous, keep=None)) as (tmp_model, _):
         _write_proto(model.lazy_proto, tmp_model, dest, data)
     proto = onnx.ModelProto()
     proto.CopyFrom(model.lazy_proto)  # (the saved model owns its proto, as on the general path)
@@ -1090,31 +1114,53 @@ def atomic_output(dest: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``dest``; on success it replaces ``dest``, on failure it is removed.
 
     Raises:
+        UsageError: ``dest`` names a device, FIFO, socket or folder, or a name is too long.
         WriteError: The folder is missing or read-only, or the disk is full.
     """
-    with _atomic_pair(Path(dest), None) as (tmp, _):
+    path = Path(dest)
+    _write.check_target(path)
+    with _write.staged(path) as tmp:
         yield tmp
 
 
 @contextlib.contextmanager
-def _atomic_pair(dest: Path, data_dest: Path | None) -> Iterator[tuple[Path, Path | None]]:
-    token = uuid.uuid4().hex[:8]
-    tmp = dest.with_name(f".{dest.name}.{token}.tmp")
-    tmp_data = data_dest.with_name(f".{data_dest.name}.{token}.tmp") if data_dest is not None else None
+def _atomic_pair(dest: Path, data_dest: Path | None, retire: Sequence[Path] = ()) -> Iterator[tuple[Path, Path | None]]:
+    """Temporary paths for a model and its data file; on success both are put in place, data first.
+
+    The data file's name is one the model now at ``dest`` does not use, so until the model file is
+    renamed (last), the previous model still reads its own, complete, data. ``retire`` (the previous
+    data files) are removed after that.
+    """
+    folder = dest.parent
+    limit = _write.name_limit(folder)
+    _write.remove_stale_temps(folder, [dest.name, *_data_candidates(dest, None, limit)])
+    tmp = folder / _write.temp_name(dest.name, limit)
+    tmp_data = None
+    if data_dest is not None:
+        if data_dest.parent != folder.resolve():
+            _write.remove_stale_temps(data_dest.parent, [data_dest.name])
+        tmp_data = data_dest.parent / _write.temp_name(data_dest.name, limit)
+    placed: Path | None = None
     try:
         yield tmp, tmp_data
         if tmp_data is not None and data_dest is not None and tmp_data.exists():
             if tmp_data.stat().st_size:
-                os.replace(tmp_data, data_dest)
+                _write.replace(tmp_data, data_dest)
+                placed = data_dest
             else:  # nothing went external after all
                 tmp_data.unlink()
-        os.replace(tmp, dest)
+        _write.replace(tmp, dest)
+        _write.fsync_dir(folder)
     except OSError as err:
-        _remove(tmp, tmp_data)
-        raise _write_error(dest, err) from err
+        _remove(tmp, tmp_data, placed)
+        raise _write.write_error(dest, err) from err
     except BaseException:
-        _remove(tmp, tmp_data)
+        _remove(tmp, tmp_data, placed)
         raise
+    for old in retire:
+        with contextlib.suppress(OSError):
+            old.unlink()
+            log.info("removed %s (the previous weights of %s)", old, dest)
 
 
 def _remove(*paths: Path | None) -> None:
@@ -1124,32 +1170,284 @@ def _remove(*paths: Path | None) -> None:
                 p.unlink()
 
 
-def _write_error(dest: Path, err: OSError) -> WriteError:
-    if isinstance(err, WriteError):
-        return err
-    reason = {
-        errno.ENOSPC: ("the disk is full", "free some space or write elsewhere"),
-        errno.EACCES: ("permission denied", "write to a folder you can write to"),
-        errno.EROFS: ("the file system is read-only", "write to a writable folder"),
-        errno.ENOENT: ("the folder does not exist", "create the folder first"),
-    }.get(err.errno or 0, (err.strerror or str(err), "check the destination"))
-    return WriteError(f"cannot write {dest}: {reason[0]}", hint=reason[1])
+def _data_candidates(dest: Path, location: str | None, limit: int = 255) -> list[str]:
+    """The names a data file of ``dest`` takes, in order of preference (see ``save``)."""
+    if location is None:
+        names = [f"{dest.stem}.data", f"{dest.name}.data", f"{dest.name}.1.data"]
+    else:
+        given = Path(location)
+        names = [location, str(given.with_name(f"{given.stem}.1{given.suffix}")),
+                 str(given.with_name(f"{given.stem}.2{given.suffix}"))]
+    fitted: list[str] = []
+    for i, name in enumerate(names):
+        head, _, last = name.rpartition("/") if "/" in name else ("", "", name)
+        if len(os.fsencode(last)) > limit:  # (a long name: cut it, keeping the candidates apart)
+            last = _write.fit_name(last, limit, f"~{i}.data")
+        name = f"{head}/{last}" if head else last
+        if name not in fitted:
+            fitted.append(name)
+    return fitted
 
 
-def check_output_path(output: str | os.PathLike[str], *inputs: str | os.PathLike[str] | None, overwrite: bool = False) -> Path:
-    """Refuse writing over an input file unless ``overwrite`` is set.
+def _referenced_files(dest: Path) -> set[Path]:
+    """The external-data files (resolved) of the model now at ``dest``: none when there is no model there."""
+    try:
+        info = dest.stat()
+    except (OSError, ValueError):
+        return set()
+    if not stat.S_ISREG(info.st_mode):
+        return set()
+    try:
+        proto = load(dest).lazy_proto
+    except GraphkitError:
+        if info.st_size >= LAZY_FILE_MIN:
+            return set()
+        proto = onnx.ModelProto()  # (its data may be missing or short: still, do not reuse its names)
+        try:
+            proto.ParseFromString(dest.read_bytes())
+        except (DecodeError, OSError, RuntimeError, ValueError):
+            return set()
+    root = dest.parent.resolve()
+    locations = {e.value for t, _ in iter_tensors(proto) if is_external(t) and not is_borrowed(t)
+                 for e in t.external_data if e.key == "location"}
+    found: set[Path] = set()
+    for location in locations:
+        with contextlib.suppress(GraphkitError, OSError, ValueError):
+            found.add(resolve_location(root, location))
+    return found
 
-    Raises:
-        UsageError: ``output`` is one of ``inputs`` and ``overwrite`` is False.
+
+# ------------------------------------------------------------------------------------- write plans
+
+
+def _real(path: Path) -> str:
+    """The path through every symlink (a path with a NUL byte, which names nothing, as it is)."""
+    return os.path.realpath(path) if "\0" not in str(path) else str(path)
+
+
+def _identity(path: Path) -> tuple[str, tuple[int, int] | None]:
+    """A path's real path (through symlinks) and, when it exists, its (device, inode)."""
+    real = _real(path)
+    try:
+        info = os.stat(real)
+    except (OSError, ValueError):
+        return real, None
+    return real, (info.st_dev, info.st_ino)
+
+
+@dataclass(frozen=True)
+class _Read:
+    path: Path
+    real: str
+    ident: tuple[int, int] | None
+    what: str  # "the input model", "the external data of m.onnx", "the recipe", …
+    model: bool  # a model file (an output model may replace it with ``overwrite``)
+    owner: str | None  # for external data: the real path of the model file that reads it
+
+
+@dataclass(frozen=True)
+class _Write:
+    path: Path
+    real: str
+    what: str
+    kind: str  # "model", "data", "file" or "folder"
+
+
+class WritePlan:
+    """Every file a command reads and writes, checked before its first byte is written.
+
+    A command lists what it reads (``read``; ``read_model``: a model file and every external-data
+    file it uses) and what it writes (``write``, ``write_model``, ``write_folder``), then calls
+    ``check``, so that it writes all its outputs or none. The writes then go through the plan
+    (``save``, ``output``), which checks each again. Paths are compared through symlinks and by
+    inode.
+
+    The rules: an output never replaces a file the command reads, and the error names both; with
+    ``overwrite``, the output model may replace a model file the command reads (``toposort m.onnx
+    m.onnx``: its previous data file is removed once the new pair is in place), and nothing else.
+    An output is never a device, FIFO, socket or (but for ``write_folder``) folder; its folder
+    exists and is writable; its names fit the file system; two outputs never name the same file.
+
+    Args:
+        overwrite: Let the output model replace a model file the command reads.
+        cli: Word hints for the command line (``--overwrite``) rather than for the Python API.
     """
-    out = Path(output)
-    for given in inputs:
-        if given is None:
-            continue
-        with contextlib.suppress(OSError):
-            if out.exists() and os.path.samefile(out, given) and not overwrite:
-                raise UsageError(
-                    f"refusing to overwrite the input {given}",
-                    hint="choose another output path, or pass --overwrite (the write stays atomic)",
-                )
-    return out
+
+    def __init__(self, *, overwrite: bool = False, cli: bool = True) -> None:
+        self.overwrite = overwrite
+        self.cli = cli
+        self._reads: list[_Read] = []
+        self._writes: list[_Write] = []
+
+    # -- what the command reads
+
+    def read(self, path: str | os.PathLike[str] | None, what: str = "the input", *, model: bool = False,
+             owner: str | None = None) -> None:
+        """Record a file the command reads (None: nothing)."""
+        if path is None:
+            return
+        given = Path(path)
+        real, ident = _identity(given)
+        self._reads.append(_Read(given, real, ident, what, model, owner))
+
+    def read_model(self, model: Model, what: str = "the input model") -> None:
+        """Record a model's file and every external-data file it reads."""
+        owner = None
+        if model.path is not None:
+            self.read(model.path, what, model=True)
+            owner = os.path.realpath(model.path)
+        proto = model.lazy_proto
+        if not has_external_data(proto):
+            return
+        locations: set[str] = set()
+        borrowed_from: set[Path] = set()
+        for tensor, _ in iter_tensors(proto):
+            if not is_external(tensor):
+                continue
+            source = borrowed_path(tensor)
+            if source is not None:  # (inline weights left in the model file it was loaded from)
+                borrowed_from.add(source)
+                continue
+            locations.update(e.value for e in tensor.external_data if e.key == "location")
+        for source in sorted(borrowed_from):
+            self.read(source, what, model=True)
+        if model.base_dir is None:
+            return
+        for location in sorted(locations):
+            try:
+                path = resolve_location(model.base_dir, location)
+            except GraphkitError:
+                continue  # (load refused it already; nothing to protect)
+            self.read(path, f"the external data of {model.name}", owner=owner)
+
+    # -- what it writes
+
+    def write(self, path: str | os.PathLike[str], what: str = "the output") -> Path:
+        """Record a file the command writes (a report, saved values, a recipe)."""
+        return self._add(Path(path), what, "file")
+
+    def write_model(self, path: str | os.PathLike[str], *, external: bool = False,
+                    location: str | None = None) -> Path:
+        """Record an output model, and its data file when it may be saved with ``external`` data."""
+        dest = self._add(Path(path), "the output model", "model")
+        if external:
+            folder = dest.parent
+            if folder.is_dir() and "\0" not in str(dest):
+                name = _data_candidates(dest, location, _write.name_limit(folder))
+                chosen = self._choose(dest, name, _referenced_files(dest))
+                self._add(folder / chosen, f"the weights of {dest}", "data")
+        return dest
+
+    def write_folder(self, path: str | os.PathLike[str], what: str = "the output folder") -> Path:
+        """Record a folder the command creates or replaces as a whole (split's fragments)."""
+        return self._add(Path(path), what, "folder")
+
+    def _add(self, path: Path, what: str, kind: str) -> Path:
+        self._writes.append(_Write(path, _real(path), what, kind))
+        return path
+
+    # -- checks
+
+    def check(self) -> None:
+        """Check every recorded output against the reads, each other and the file system.
+
+        Raises:
+            UsageError: An output would replace a file the command reads, two outputs are the same
+                file, or an output names a device, FIFO, socket or folder, or is too long.
+            WriteError: An output's folder does not exist or is not writable.
+        """
+        for write in self._writes:
+            self._check_one(write)
+
+    def _check_one(self, write: _Write) -> None:
+        _write.check_target(write.path, what=write.what, folder_ok=write.kind == "folder")
+        for other in self._writes:
+            if other.real == write.real and (other.kind != write.kind or other.path != write.path):
+                raise UsageError(f"{other.what} {other.path} and {write.what} {write.path} are the same file",
+                                 hint="give each output its own path")
+        if write.kind == "folder":
+            self._check_folder(write)
+            return
+        real, ident = _identity(write.path)
+        for read in self._reads:
+            if read.real != real and (ident is None or read.ident != ident):
+                continue
+            if write.kind == "model" and read.model and self.overwrite:
+                continue
+            self._refuse(read, write)
+
+    def _refuse(self, read: _Read, write: _Write) -> None:
+        target = write.what if str(write.path) == str(read.path) else f"{write.what} {write.path}"
+        if write.kind == "model" and read.model:
+            hint = ("choose another output path, or pass --overwrite to replace it (the write stays atomic)"
+                    if self.cli else "choose another output path")
+        else:
+            hint = "choose another output path" + (
+                " (--overwrite only lets the output model replace a model it reads)" if self.cli else "")
+        raise UsageError(f"refusing to overwrite the input {read.path} ({read.what}) with {target}", hint=hint)
+
+    def _check_folder(self, write: _Write) -> None:
+        if write.path.exists() and not write.path.is_dir():
+            raise UsageError(f"cannot write {write.what} {write.path}: it is a file", hint="give a folder path")
+        inside = write.real.rstrip(os.sep) + os.sep
+        for read in self._reads:
+            if read.real == write.real or read.real.startswith(inside):
+                raise UsageError(f"refusing to write {write.what} {write.path}: it holds {read.what} {read.path}",
+                                 hint="choose another output folder")
+
+    def _choose(self, dest: Path, candidates: list[str], previous: set[Path]) -> str:
+        """The first data-file name that is neither ``dest`` nor a file the model at ``dest`` uses."""
+        folder = dest.parent.resolve()
+        own = os.path.realpath(dest)
+        for name in candidates:
+            path = Path(os.path.realpath(folder / name))
+            if str(path) != own and path not in previous:
+                return name
+        raise UsageError(f"cannot save {dest} with external data: the model there already uses every name its "
+                         f"weights could take ({', '.join(candidates)})",
+                         hint="save to another path, or remove the model there first")
+
+    # -- writing
+
+    def data_name(self, dest: Path, location: str | None, previous: set[Path]) -> str:
+        """The data file name for saving a model to ``dest`` (checked against the plan; see ``save``)."""
+        folder = dest.parent
+        name = self._choose(dest, _data_candidates(dest, location, _write.name_limit(folder)), previous)
+        data = folder / name
+        self._check_one(_Write(data, _real(data), f"the weights of {dest}", "data"))
+        return name
+
+    def retired(self, dest: Path, location: str | None, previous: set[Path], *, keep: Path | None) -> list[Path]:
+        """The previous data files of the model at ``dest`` that go once the new model is in place.
+
+        Only names a save of ``dest`` would have chosen; never ``keep`` (the new data file), nor a file
+        read as the weights of another model.
+        """
+        folder = dest.parent.resolve()
+        limit = _write.name_limit(folder)
+        ours = {Path(os.path.realpath(folder / n)) for n in _data_candidates(dest, None, limit)}
+        if location is not None:
+            ours |= {Path(os.path.realpath(folder / n)) for n in _data_candidates(dest, location, limit)}
+        own = os.path.realpath(dest)
+        others = {r.real for r in self._reads if r.owner is not None and r.owner != own}
+        return sorted(p for p in previous if p in ours and p != keep and str(p) not in others and p.is_file())
+
+    def save(self, model: Model, path: str | os.PathLike[str], *, external: bool | None = None,
+             location: str | None = None, size_threshold: int = 1024) -> Model:
+        """``graphkit.save`` within this plan: ``path`` is checked against what the command reads."""
+        dest = Path(path)
+        if not any(w.path == dest and w.kind == "model" for w in self._writes):
+            self._add(dest, "the output model", "model")
+        self._check_one(next(w for w in self._writes if w.path == dest and w.kind == "model"))
+        return _save(model, dest, self, external=external, location=location, size_threshold=size_threshold)
+
+    @contextlib.contextmanager
+    def output(self, path: str | os.PathLike[str], what: str = "the output") -> Iterator[Path]:
+        """Write a planned file atomically: yield a temporary path, renamed over ``path`` on success."""
+        dest = Path(path)
+        planned = next((w for w in self._writes if w.path == dest), None) or _Write(dest, _real(dest), what, "file")
+        if planned not in self._writes:
+            self._writes.append(planned)
+        self._check_one(planned)
+        with _write.staged(dest) as tmp:
+            yield tmp

@@ -39,7 +39,7 @@ from graphkit.errors import NoChangeError, UsageError, did_you_mean
 from graphkit.io import atomic_output, load
 from graphkit.model import Model
 
-__all__ = ["OPERATIONS", "Recipe", "Step", "StepResult", "apply_recipe", "load_recipe", "run_steps", "save_recipe"]
+__all__ = ["OPERATIONS", "Recipe", "Step", "StepResult", "apply_recipe", "dump_recipe", "load_recipe", "run_steps", "save_recipe"]
 
 #: Recipe operation name → edit function (merge takes ``other``, a model path).
 OPERATIONS: dict[str, Callable[..., Model]] = {
@@ -436,15 +436,23 @@ def apply_recipe(model: Model, recipe: Recipe | str | os.PathLike[str] | Sequenc
     return result
 
 
-def save_recipe(steps: Sequence[Step], path: str | os.PathLike[str]) -> None:
-    """Write steps as a recipe file (YAML for ``.yaml``/``.yml``, else JSON), atomically."""
-    dest = Path(path)
+def dump_recipe(steps: Sequence[Step], path: str | os.PathLike[str]) -> str:
+    """The text of a recipe file for ``steps``: YAML for ``.yaml``/``.yml`` paths, else JSON."""
     data = [s.to_dict() for s in steps]
-    if dest.suffix.lower() in (".yaml", ".yml"):
+    if Path(path).suffix.lower() in (".yaml", ".yml"):
         import yaml
 
-        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
-    else:
-        text = json.dumps(data, indent=2) + "\n"
-    with atomic_output(dest) as tmp:
+        return str(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return json.dumps(data, indent=2) + "\n"
+
+
+def save_recipe(steps: Sequence[Step], path: str | os.PathLike[str]) -> None:
+    """Write steps as a recipe file (YAML for ``.yaml``/``.yml``, else JSON), atomically.
+
+    Raises:
+        UsageError: The path names a device, FIFO or folder, or a name is too long.
+        WriteError: The file cannot be written.
+    """
+    text = dump_recipe(steps, path)
+    with atomic_output(path) as tmp:
         tmp.write_text(text, encoding="utf-8")

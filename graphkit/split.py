@@ -23,7 +23,6 @@ import json
 import logging
 import os
 import shutil
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +32,7 @@ import numpy as np
 import onnx
 
 from graphkit import _check_args as argcheck
-from graphkit import io
+from graphkit import _write, io
 from graphkit._files import check_regular, exists, is_dir, read_data
 from graphkit._options import Balance
 from graphkit.errors import (
@@ -735,10 +734,15 @@ def write_split(
     argcheck.boolean(overwrite, "overwrite")
     argcheck.optional(argcheck.boolean, external, "external")
     folder = Path(outdir)
-    _check_outdir(result, folder, overwrite)
-    if not folder.parent.is_dir():
-        raise WriteError(f"cannot write {folder}: folder {folder.parent} does not exist", hint="create it first")
-    tmp = folder.parent / f".{folder.name}.{uuid.uuid4().hex[:8]}.tmp"
+    plan = io.WritePlan(overwrite=overwrite, cli=False)
+    plan.read(result.source_path, "the source model", model=True)
+    for f in result:
+        plan.read_model(f.model, "the source model")
+    plan.write_folder(folder, "the fragments folder")
+    plan.check()
+    _check_outdir(folder, overwrite)
+    _write.remove_stale_temps(folder.parent, [folder.name])
+    tmp = folder.parent / _write.temp_name(folder.name, _write.name_limit(folder.parent))
     try:
         tmp.mkdir()
         written = _write_into(result, tmp, folder, external)
@@ -752,16 +756,9 @@ def write_split(
     return _relocate(written, folder)
 
 
-def _check_outdir(result: Split, folder: Path, overwrite: bool) -> None:
+def _check_outdir(folder: Path, overwrite: bool) -> None:
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"cannot write fragments into {folder}: it is a file", hint="give a folder path")
-    source = result.source_path
-    if source is not None and folder.exists():
-        with contextlib.suppress(OSError):
-            inside = folder.resolve() in source.resolve().parents
-            if inside:
-                raise UsageError(f"refusing to write into {folder}: it holds the source model {source}",
-                                 hint="choose another output folder")
     if folder.is_dir() and any(folder.iterdir()) and not overwrite:
         raise UsageError(f"{folder} exists and is not empty",
                          hint="choose a new folder, or pass --overwrite to replace it")
@@ -780,6 +777,8 @@ def _write_into(result: Split, tmp: Path, final: Path, external: bool | None) ->
     written = Split(tuple(fragments), result.inputs, result.outputs, result.cuts, result.method, result.source,
                     result.source_path, result.source_sha256, final.resolve(), result.source_size)
     (tmp / MANIFEST).write_text(json.dumps(written.to_dict(), indent=2) + "\n")
+    _write.fsync_path(tmp / MANIFEST)
+    _write.fsync_dir(tmp)
     return written
 
 
@@ -788,14 +787,16 @@ def _swap_into_place(tmp: Path, folder: Path) -> None:
         folder.rmdir()
     if not folder.exists():
         os.replace(tmp, folder)
+        _write.fsync_dir(folder.parent)
         return
-    old = folder.parent / f".{folder.name}.{uuid.uuid4().hex[:8]}.old"
+    old = folder.parent / _write.temp_name(folder.name, _write.name_limit(folder.parent))
     os.replace(folder, old)
     try:
         os.replace(tmp, folder)
     except OSError:
         os.replace(old, folder)
         raise
+    _write.fsync_dir(folder.parent)
     shutil.rmtree(old, ignore_errors=True)
 
 

@@ -1,16 +1,17 @@
-"""Argument helpers shared by the verbs: model paths, outputs, writing."""
+"""Argument helpers shared by the verbs: model paths, outputs, the write plan, writing."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import os
+from collections.abc import Iterable
 
 from graphkit import io
 from graphkit.errors import NoChangeError
 from graphkit.model import Model
 from graphkit.validate import check_or_raise
 
-__all__ = ["add_noop_option", "add_output_options", "load", "refuse_noop", "write_model"]
+__all__ = ["add_noop_option", "add_output_options", "load", "plan", "refuse_noop", "write_model"]
 
 
 def load(path: str) -> Model:
@@ -21,7 +22,8 @@ def load(path: str) -> Model:
 def add_output_options(parser: argparse.ArgumentParser) -> None:
     """--overwrite, --external-data/--inline-data, --no-check."""
     parser.add_argument(
-        "--overwrite", action="store_true", help="allow the output to replace an input file (still atomic)"
+        "--overwrite", action="store_true",
+        help="allow the output model to replace an input model (still atomic; never another input file)",
     )
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--external-data", dest="external", action="store_true", default=None,
@@ -32,13 +34,34 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
                         help="write even if the result fails validation (not recommended)")
 
 
-def write_model(model: Model, output: str, args: argparse.Namespace, *inputs: str | None,
+def plan(args: argparse.Namespace, *models: Model | None, output: str | None = None,
+         reads: Iterable[tuple[str | os.PathLike[str] | None, str]] = ()) -> io.WritePlan:
+    """The verb's write plan: it reads ``models`` (with their weights files) and ``reads``
+    (path, what) and writes the model ``output``; more outputs may be added before ``check()``.
+
+    The output model may get a data file when --external-data is given or, by default, when an
+    input model has external weights.
+    """
+    result = io.WritePlan(overwrite=getattr(args, "overwrite", False))
+    for model in models:
+        if model is not None:
+            result.read_model(model)
+    for path, what in reads:
+        result.read(path, what)
+    if output is not None:
+        external = getattr(args, "external", None)
+        may_be_external = external if external is not None else any(
+            m is not None and m.has_external_data for m in models)
+        result.write_model(output, external=may_be_external)
+    return result
+
+
+def write_model(model: Model, output: str, args: argparse.Namespace, plan: io.WritePlan, *,
                 validated: bool = False) -> Model:
-    """Validate (unless --no-check or ``validated``) and write atomically; refuse to replace an input unless --overwrite."""
-    io.check_output_path(output, *inputs, overwrite=getattr(args, "overwrite", False))
+    """Validate (unless --no-check or ``validated``) and write atomically, within the verb's ``plan``."""
     if getattr(args, "check", True) and not validated:
         check_or_raise(model, what=f"the model for {output}")
-    return io.save(model, Path(output), external=getattr(args, "external", None))
+    return plan.save(model, output, external=getattr(args, "external", None))
 
 
 def add_noop_option(parser: argparse.ArgumentParser) -> None:

@@ -17,7 +17,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from graphkit import io
 from graphkit._numbers import parse_float
 from graphkit._options import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance
 from graphkit.cli import _common, _render
@@ -97,18 +96,18 @@ def run(args: argparse.Namespace) -> int:
     atol, rtol, per_tensor = _tolerances(args)
     if args.fragment_mb <= 0:
         raise UsageError(f"--fragment-mb {args.fragment_mb:g} must be positive", hint="e.g. --fragment-mb 256")
-    report_path = None
-    inputs = [args.model, args.other, args.reference, args.mapping]
     model = _common.load(args.model)
     other = _common.load(args.other) if args.other else None
     names = [spec.name for spec in input_specs(model)]
     parsed = feed_args(args, names, model.name)
-    if parsed.files:
-        inputs += list(parsed.files)
     if args.mapping and other is None:
         raise UsageError("--map needs two models", hint="compare A.onnx B.onnx --map mapping.json")
+    plan = _common.plan(args, model, other, reads=[
+        (args.reference, "the reference values"), (args.mapping, "the --map file"),
+        *((path, "a feed file") for path in parsed.files)])
     if args.save_report:
-        report_path = io.check_output_path(args.save_report, *inputs)
+        plan.write(args.save_report, "the report")
+    plan.check()
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress
     result = compare(
         model, other, reference=args.reference, backend=args.backend, candidate_backend=args.candidate_backend,
@@ -121,8 +120,8 @@ def run(args: argparse.Namespace) -> int:
     if show_progress:
         _render.progress_done()
     data = result.to_dict()
-    if report_path is not None:
-        with io.atomic_output(report_path) as tmp:
+    if args.save_report:
+        with plan.output(args.save_report) as tmp:
             tmp.write_text(json.dumps(data, indent=2) + "\n")
     if args.json:
         _render.json_out(data)

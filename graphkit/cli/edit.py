@@ -8,6 +8,7 @@ An edit that changes nothing is an error (exit 2) unless --allow-noop.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -16,12 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from graphkit import io
 from graphkit._files import MAX_NESTING, json_depth
 from graphkit._numbers import INT64_MAX, parse_int
 from graphkit.cli import _common, _render
-from graphkit.errors import UsageError
+from graphkit.errors import GraphkitError, UsageError
 from graphkit.model import Model
-from graphkit.recipe import Step, load_recipe, run_steps, save_recipe
+from graphkit.recipe import Step, dump_recipe, load_recipe, run_steps
 
 EXAMPLES = """examples:
   python -m graphkit edit linear_func.onnx out.onnx --set-op-type Add=Sub
@@ -315,17 +317,52 @@ def summary(before: Model, after: Model) -> dict[str, Any]:
     }
 
 
+def _plan(args: argparse.Namespace, model: Model, steps: list[Step]) -> io.WritePlan:
+    """What the edit reads (the model, recipes, .npy values, merged models) and writes."""
+    others = [str(s.args["other"]) for s in steps if s.op == "merge" and "other" in s.args]
+    plan = _common.plan(args, model, *(load_merged(path) for path in others), output=args.output, reads=[
+        *((value, "the recipe") for flag, value in args.steps if flag == "--recipe"),
+        *((path, "a merged model") for path in others),
+        *((path, "a tensor file") for step in steps for path in _npy_files(step.args))])
+    if args.save_recipe:
+        plan.write(args.save_recipe, "the recipe")
+    return plan
+
+
+def _npy_files(value: Any) -> Iterator[str]:
+    """The ``{"npy": FILE}`` paths in a step's arguments."""
+    if isinstance(value, dict) and set(value) == {"npy"}:
+        yield str(value["npy"])
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _npy_files(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _npy_files(item)
+
+
+def load_merged(path: str) -> Model | None:
+    """A model a merge step reads, for the write plan (None: unreadable; the step will say why)."""
+    try:
+        return _common.load(path)
+    except GraphkitError:
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
     steps = collect_steps(args.steps)
     if not steps:
         raise UsageError("no edit given", hint="give edit options (see 'python -m graphkit edit --help') or --recipe")
     model = _common.load(args.input)
+    plan = _plan(args, model, steps)
+    plan.check()
     with _captured_warnings() as warnings:
         result, done = run_steps(model, steps, allow_noop=args.allow_noop, check=False)
-    _common.write_model(result, args.output, args, args.input)
-    if args.save_recipe:
-        folder = Path(args.save_recipe).resolve().parent
-        save_recipe([_relative(s, folder) for s in steps], args.save_recipe)
+    with plan.output(args.save_recipe, "the recipe") if args.save_recipe else contextlib.nullcontext() as tmp:
+        if tmp is not None:  # (written first, put in place after the model: both or neither)
+            folder = Path(args.save_recipe).resolve().parent
+            tmp.write_text(dump_recipe([_relative(s, folder) for s in steps], args.save_recipe), encoding="utf-8")
+        _common.write_model(result, args.output, args, plan)
     report = {"input": args.input, "output": args.output, "steps": [d.to_dict() for d in done],
               **summary(model, result), "warnings": warnings}
     if args.json:

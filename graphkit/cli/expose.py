@@ -34,13 +34,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     model = _common.load(args.input)
+    plan = _common.plan(args, model, output=args.output)
+    plan.check()
     tensors, types = split_specs(model, args.tensors)
     report = expose_with_report(model, tensors or [], op_types=args.op_types, all_tensors=args.all_tensors,
                                 check=args.check, types=types, observe=args.observe)
     if not report.added:
         _common.refuse_noop(args, "nothing to expose: every tensor asked for is a graph output already",
                             "name intermediate tensors")
-    saved = _common.write_model(report.model, args.output, args, args.input, validated=True)
+    saved = _common.write_model(report.model, args.output, args, plan, validated=True)
     for name in report.already_outputs:
         _render.warn(f"{name!r} is a graph output already; left as it is")
     for note in report.notes:

@@ -64,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
     if args.inputs is None and args.outputs is None:
         raise_usage()
     model = _common.load(args.input)
+    plan = _common.plan(args, model, output=args.output)
+    plan.check()
     inputs, in_types = split_specs(model, args.inputs)
     outputs, out_types = split_specs(model, args.outputs)
     report = extract_with_report(model, inputs, outputs, check=args.check, types=in_types | out_types,
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if _keeps_everything(model, report.model):
         _common.refuse_noop(args, f"this extraction changes nothing: it keeps all of {model.name}, every node, the same inputs and outputs",
                             "choose inner tensors with --inputs/--outputs")
-    saved = _common.write_model(report.model, args.output, args, args.input, validated=True)
+    saved = _common.write_model(report.model, args.output, args, plan, validated=True)
     for name in report.unused_inputs:
         _render.warn(f"input {name!r} is not needed to compute the outputs; it is kept as an unused input")
     for note in report.notes:

@@ -28,8 +28,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     model = _common.load(args.model)
+    plan = _common.plan(args, model, output=args.output)
+    plan.check()
     result = markers(model, domain=args.domain, op=args.op, attr=args.attr, expose=args.expose)
-    saved = _common.write_model(result.model, args.output, args, args.model)
+    saved = _common.write_model(result.model, args.output, args, plan)
     if args.json:
         _render.json_out({"output": str(saved.path), **result.to_dict()})
         return 0

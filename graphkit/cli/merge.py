@@ -37,9 +37,11 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--connect {item!r}: expected A_OUT=B_IN", hint="e.g. --connect y=x")
         connect[left] = right
     first, second = _common.load(args.first), _common.load(args.second)
+    plan = _common.plan(args, first, second, output=args.output)
+    plan.check()
     result = merge(first, second, connect, prefixes=tuple(args.prefixes) if args.prefixes else None,
                    outputs=args.outputs, check=False)
-    _common.write_model(result, args.output, args, args.first, args.second)
+    _common.write_model(result, args.output, args, plan)
     report = {"output": args.output, "nodes": len(result.lazy_proto.graph.node),
               "inputs": [i.name for i in result.lazy_proto.graph.input if i.name not in {t.name for t in result.lazy_proto.graph.initializer}],
               "outputs": [o.name for o in result.lazy_proto.graph.output], "connected": connect}

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import argparse
 
-from graphkit import io
 from graphkit.cli import _common, _render
 from graphkit.cli._feeds import add_feed_options, add_runtime_options, feed_args, ms
 from graphkit.cli._render import human_bytes
-from graphkit.feeds import save_arrays
+from graphkit.feeds import npz_path, save_arrays
 from graphkit.run import FeedNote, TensorStats, input_specs, run_detailed
 
 
@@ -23,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="return this tensor (a graph output, or an intermediate tensor to expose); repeatable")
     p.add_argument("--save", metavar="OUT.npz",
                    help="save the inputs fed and the outputs to an .npz, keyed by name (a complete reference for compare)")
-    p.add_argument("--overwrite", action="store_true", help="allow --save to replace an input file")
+    p.add_argument("--overwrite", action="store_true", help=argparse.SUPPRESS)  # (--save never replaces an input)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -32,14 +31,16 @@ def run(args: argparse.Namespace) -> int:
     model = _common.load(args.model)
     names = [s.name for s in input_specs(model)]
     parsed = feed_args(args, names, model.name)
+    plan = _common.plan(args, model, reads=[(path, "a feed file") for path in parsed.files])
     if args.save:
-        io.check_output_path(args.save, args.model, *parsed.files, overwrite=args.overwrite)
+        plan.write(npz_path(args.save), "the saved values")
+    plan.check()
     result = run_detailed(
         model, parsed.feeds, outputs=args.output, feed_options=parsed.options(), provider=args.provider,
         opt_level=args.opt_level, threads=args.threads,
     )
     if args.save:
-        save_arrays(args.save, {**result.inputs, **result.outputs})
+        save_arrays(args.save, {**result.inputs, **result.outputs}, plan=plan)
     if args.json:
         data = result.to_dict()
         data["saved"] = args.save

@@ -12,10 +12,9 @@ from graphkit.cli._args import number
 from graphkit.cli._feeds import add_feed_options, add_runtime_options, feed_args, ms, tolerance
 from graphkit.cli._render import human_bytes
 from graphkit.cli.run import render_feeds, render_stats
-from graphkit.feeds import save_arrays
-from graphkit.io import check_output_path
+from graphkit.feeds import npz_path, save_arrays
 from graphkit.run import tensor_stats
-from graphkit.split import load_split
+from graphkit.split import MANIFEST, load_split
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rtol", type=number(lo=0.0), default=1e-4, help="relative tolerance (default 1e-4)")
     p.add_argument("--atol", type=number(lo=0.0), default=1e-5, help="absolute tolerance (default 1e-5)")
     p.add_argument("--save", metavar="OUT.npz", help="save the chain's outputs to an .npz")
-    p.add_argument("--overwrite", action="store_true", help="allow --save to replace an input file")
+    p.add_argument("--overwrite", action="store_true", help=argparse.SUPPRESS)  # (--save never replaces an input)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -42,15 +41,19 @@ def run(args: argparse.Namespace) -> int:
     elif args.compare:
         reference, why = chain.find_source()
     parsed = feed_args(args, [p.name for p in chain.inputs], "the chain's inputs")
+    plan = _common.plan(args, reference, *(f.model for f in chain), reads=[
+        (chain.folder / MANIFEST if chain.folder is not None else None, "the split manifest"),
+        *((path, "a feed file") for path in parsed.files)])
     if args.save:
-        check_output_path(args.save, *parsed.files, overwrite=args.overwrite)
+        plan.write(npz_path(args.save), "the saved values")
+    plan.check()
     result = run_chain(
         chain, parsed.feeds, reference=reference, feed_options=parsed.options(),
         tolerance=tolerance(args.atol, args.rtol), provider=args.provider, opt_level=args.opt_level,
         threads=args.threads,
     )
     if args.save:
-        save_arrays(args.save, result.outputs)
+        save_arrays(args.save, result.outputs, plan=plan)
     if args.json:
         data = result.to_dict()
         data["comparison"] = why

@@ -29,6 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     model = _common.load(args.model)
+    plan = _common.plan(args, model)
+    plan.write_folder(args.outdir, "the fragments folder")
+    plan.check()
     result = split(model, at=args.at, parts=args.parts, balance=args.balance, check=args.check)
     written = write_split(result, args.outdir, overwrite=args.overwrite, external=args.external)
     if args.json:

@@ -19,11 +19,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     model = _common.load(args.input)
+    plan = _common.plan(args, model, output=args.output)
+    plan.check()
     before = [n.SerializeToString() for n in model.lazy_proto.graph.node]
     result = toposort(model)
     after = [n.SerializeToString() for n in result.lazy_proto.graph.node]
     moved = sum(1 for a, b in zip(before, after) if a != b)
-    _common.write_model(result, args.output, args, args.input)
+    _common.write_model(result, args.output, args, plan)
     if args.json:
         _render.json_out({"output": args.output, "nodes": len(after), "moved": moved})
     else:
