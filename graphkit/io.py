@@ -1133,7 +1133,10 @@ def _atomic_pair(dest: Path, data_dest: Path | None, retire: Sequence[Path] = ()
     """
     folder = dest.parent
     limit = _write.name_limit(folder)
-    _write.remove_stale_temps(folder, [dest.name, *_data_candidates(dest, None, limit)])
+    names = [dest.name, *_data_candidates(dest, None, limit)]
+    if data_dest is not None and data_dest.parent == folder.resolve():
+        names.append(data_dest.name)
+    _write.remove_stale_temps(folder, names)
     tmp = folder / _write.temp_name(dest.name, limit)
     tmp_data = None
     if data_dest is not None:
