@@ -160,8 +160,9 @@ def check_target(dest: Path, *, what: str = "the output", folder_ok: bool = Fals
     for part in dest.parts:
         size = len(os.fsencode(part))
         if size > limit:
+            name = "the name" if part == text else f"the name {_short(part)}"
             raise UsageError(
-                f"cannot write {what} {_short(text)}: the name {_short(part)} is {size} bytes long, "
+                f"cannot write {what} {_short(text)}: {name} is {size} bytes long, "
                 f"over the file system's limit of {limit}",
                 hint="choose a shorter name",
             )
