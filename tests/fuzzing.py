@@ -915,10 +915,13 @@ def _recipe_steps(ws: Workspace, info: ModelInfo, rng: random.Random) -> list[di
 
 
 def _hostile_json(ws: Workspace, value: object) -> object:
+    """A fresh copy of a pool value (later mutations must not change the pool), special paths filled in."""
+    import copy
+
     names = {"FIFO": "fifo.npy", "ZERO": "zero.npy", "DIR": "dir.npy", "MISSING": "missing.npy"}
-    if isinstance(value, dict) and value.get("npy") in names:
+    if isinstance(value, dict) and isinstance(value.get("npy"), str) and value["npy"] in names:
         return {"npy": str(ws.special / names[str(value["npy"])])}
-    return value
+    return copy.deepcopy(value)
 
 
 def _recipe_text(steps: object, yaml_format: bool) -> str:
