@@ -169,14 +169,14 @@ class GraphBuilder:
         argcheck.optional(argcheck.name, name, "name", what="initializer name")
         array = _array(value, dtype)
         tensor_name = self._claim(name, "initializer") if name else self._claim(self._fresh("init"), "initializer")
-        self.initializers.append(numpy_helper.from_array(array, tensor_name))
+        self.initializers.append(_tensor(array, tensor_name))
         return tensor_name
 
     def constant(self, value: Any, name: str | None = None, *, dtype: Any = None) -> str:
         """Add a Constant node holding ``value``; returns its output's name."""
         argcheck.optional(argcheck.name, name, "name", what="tensor name")
         array = _array(value, dtype)
-        return self.node("Constant", [], outputs=[name] if name else None, value=numpy_helper.from_array(array))
+        return self.node("Constant", [], outputs=[name] if name else None, value=_tensor(array, ""))
 
     def node(
         self,
@@ -238,6 +238,8 @@ class GraphBuilder:
         elif outputs is not None:
             for i, item in enumerate(_input_names(outputs, "outputs")):
                 argcheck.name(item, f"outputs[{i}]", what="tensor name", empty=True)
+            if not outputs:
+                raise UsageError("outputs= is empty: a node has at least one output", hint="e.g. outputs=['y']")
         argcheck.optional(argcheck.name, name, "name", what="node name")
         argcheck.name(domain, "domain", what="domain", empty=True)
         argcheck.integer(domain_version, "domain_version", minimum=1, maximum=argcheck.INT64_MAX)
@@ -328,6 +330,14 @@ def _array(value: Any, dtype: Any) -> np.ndarray:
         raise UsageError(f"cannot make a tensor of {argcheck.describe(value)}: it holds Python objects",
                          hint="give a numeric numpy array")
     return array
+
+
+def _tensor(array: np.ndarray, name: str) -> onnx.TensorProto:
+    try:
+        return numpy_helper.from_array(array, name)
+    except (TypeError, ValueError) as err:
+        raise UsageError(f"an ONNX tensor cannot hold {array.dtype} values: {err}",
+                         hint="give numbers (or str for a string tensor) with a numpy dtype such as 'float32'") from err
 
 
 def _attribute(key: str, value: Any) -> onnx.AttributeProto:

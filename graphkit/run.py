@@ -11,7 +11,6 @@ change when another input is given from a file or when the inputs are listed in 
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
 import zlib
@@ -59,9 +58,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: The most intra-op threads a caller may ask for: more only costs memory (and ONNX Runtime can fail).
-MAX_THREADS = 4 * (os.cpu_count() or 1)
 
 #: Optimization level → the name of its ``onnxruntime.GraphOptimizationLevel`` member.
 OPT_LEVELS = {
@@ -269,7 +265,7 @@ def check_run_args(feeds: Any, feed_options: Any, *, outputs: Any = None, provid
     argcheck.optional(argcheck.names, outputs, "outputs", what="tensor name")
     argcheck.name(provider, "provider", what="provider")
     argcheck.choice(opt_level, "opt_level", OPT_LEVELS)
-    argcheck.integer(threads, "threads", minimum=0, maximum=MAX_THREADS)
+    argcheck.integer(threads, "threads", minimum=0, maximum=max_threads())
 
 
 def plan_feeds(

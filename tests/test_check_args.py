@@ -51,6 +51,8 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
     recipe.write_text('[{"op": "cleanup"}]')
     markers = gk.load(fixture("debug_markers.onnx"))
     path = fixture("linear_func.onnx")
+    builder = gk.GraphBuilder("b")
+    builder.input("x", "float32", [2])
     return {
         "load": (gk.load, {"path": path, "lazy": None}),
         "save": (gk.save, {"model": model, "path": tmp / "o.onnx", "external": None, "location": None,
@@ -60,6 +62,13 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
                                                  "(float[2] y) { y = Neg(x) }"}),
         "GraphBuilder": (gk.GraphBuilder, {"name": "g", "opset": 17, "ir_version": 8, "producer_name": "p",
                                            "doc_string": ""}),
+        "GraphBuilder.input": (builder.input, {"name": "in2", "dtype": "float32", "shape": ["n", 2]}),
+        "GraphBuilder.output": (builder.output, {"name": "y", "dtype": "float32", "shape": [2]}),
+        "GraphBuilder.initializer": (builder.initializer, {"value": [1.0, 2.0], "name": None, "dtype": "float32"}),
+        "GraphBuilder.constant": (builder.constant, {"value": [1.0], "name": None, "dtype": None}),
+        "GraphBuilder.node": (builder.node, {"op_type": "Neg", "inputs": ["x"], "outputs": None, "name": None,
+                                             "domain": "", "domain_version": 1, "doc_string": None, "attrs": None}),
+        "GraphBuilder.opset": (builder.opset, {"domain": "", "version": 17}),
         "summarize": (gk.summarize, {"model": model}),
         "toposort": (gk.toposort, {"model": model}),
         "validate": (gk.validate, {"model": model, "checker": True, "full_check": True}),
@@ -135,7 +144,7 @@ def test_the_table_covers_every_exported_callable(tmp_path: Path) -> None:
     table = _table(tmp_path)
     functions = {n for n in gk.__all__ if inspect.isfunction(getattr(gk, n))}
     option_types = {"FeedOptions", "Tolerance", "TensorType", "GraphBuilder"}
-    assert functions | option_types == set(table)
+    assert functions | option_types == {name for name in table if "." not in name}
     for name, (func, args) in table.items():
         _call(func, args)  # each baseline call is valid
         assert set(args) <= set(inspect.signature(func).parameters), name

@@ -211,3 +211,41 @@ def test_options_before_the_verb_still_work(capsys: pytest.CaptureFixture[str]) 
     assert "whole_model" in capsys.readouterr().out
     assert main(["-vv", "toposort", "--help"]) == 0
     assert "usage: graphkit toposort" in capsys.readouterr().out
+
+
+def _hints(obj: object) -> dict[str, object]:
+    """Type hints, resolving names that modules import only for type checkers by the public names."""
+    import typing
+
+    public = {name: getattr(gk, name) for name in gk.__all__}
+    return typing.get_type_hints(obj, globalns={**vars(sys.modules[obj.__module__]), **public})
+
+
+def _graphkit_classes(hint: object) -> set[type]:
+    """The graphkit classes a type hint names, through unions, generics and dataclass fields."""
+    import dataclasses
+    import typing
+
+    found: set[type] = set()
+    todo = [hint]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, type) and item.__module__.startswith("graphkit") and item not in found:
+            found.add(item)
+            if dataclasses.is_dataclass(item):
+                todo.extend(_hints(item).values())
+        todo.extend(typing.get_args(item))
+    return found
+
+
+def test_every_class_a_public_function_returns_is_exported() -> None:
+    import inspect
+
+    returned: set[type] = set()
+    for name in gk.__all__:
+        value = getattr(gk, name)
+        if inspect.isfunction(value):
+            returned |= _graphkit_classes(_hints(value).get("return"))
+    assert returned, "no return annotations found"
+    assert {c.__name__ for c in returned} <= set(gk.__all__), {c.__name__ for c in returned} - set(gk.__all__)
+
