@@ -22,6 +22,9 @@ from typing import Any
 
 import onnx
 
+from graphkit import _check_args as argcheck
+from graphkit.errors import ArgumentTypeError
+
 __all__ = [
     "BORROWED_KEY",
     "Model",
@@ -66,6 +69,13 @@ class Model:
     _standard: bool = field(default=False, repr=False)
 
     def __init__(self, proto: onnx.ModelProto, base_dir: Path | None = None, path: Path | None = None) -> None:
+        if not isinstance(proto, onnx.ModelProto):
+            raise ArgumentTypeError(f"proto= must be an onnx.ModelProto, not {argcheck.describe(proto)}",
+                                    hint="load a model with graphkit.load, or wrap a ModelProto: Model(proto, base_dir)")
+        if base_dir is not None and not isinstance(base_dir, Path):
+            base_dir = Path(argcheck.path(base_dir, "base_dir"))
+        if path is not None and not isinstance(path, Path):
+            path = Path(argcheck.path(path, "path"))
         object.__setattr__(self, "lazy_proto", proto)
         object.__setattr__(self, "base_dir", base_dir)
         object.__setattr__(self, "path", path)

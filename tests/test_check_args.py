@@ -128,6 +128,7 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
         "FeedOptions": (gk.FeedOptions, {"seed": 0, "shapes": {"x": [1, 4]}, "dims": {"batch": 1},
                                          "ranges": {"x": (0, 1)}, "default_dim": 1}),
         "Tolerance": (gk.Tolerance, {"atol": 1e-5, "rtol": 1e-3}),
+        "Model": (gk.Model, {"proto": model.proto, "base_dir": tmp, "path": None}),
         "TensorType": (gk.TensorType, {"dtype": "float32", "shape": ("batch", 4)}),
     }
 
@@ -143,7 +144,7 @@ def _call(func: Callable[..., Any], args: dict[str, Any]) -> Any:
 def test_the_table_covers_every_exported_callable(tmp_path: Path) -> None:
     table = _table(tmp_path)
     functions = {n for n in gk.__all__ if inspect.isfunction(getattr(gk, n))}
-    option_types = {"FeedOptions", "Tolerance", "TensorType", "GraphBuilder"}
+    option_types = {"FeedOptions", "Tolerance", "TensorType", "GraphBuilder", "Model"}
     assert functions | option_types == {name for name in table if "." not in name}
     for name, (func, args) in table.items():
         _call(func, args)  # each baseline call is valid
