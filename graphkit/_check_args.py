@@ -120,7 +120,18 @@ def name(value: Any, keyword: str, *, what: str = "name", empty: bool = False) -
         raise _wrong(keyword, f"a {what} (str)", value)
     if not value and not empty:
         raise UsageError(f"{keyword}= is an empty {what}", hint=f"give the {what}")
+    _utf8(value, keyword, what)
     return value
+
+
+def _utf8(value: str, keyword: str, what: str) -> None:
+    """ONNX stores names as UTF-8: a lone surrogate (from a mis-decoded byte) cannot be stored."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise UsageError(f"{keyword}= is not valid text: {value!r}"[:300],
+                             hint=f"a {what} must be encodable as UTF-8 ({err.reason} at position {err.start})") from err
 
 
 def names(value: Any, keyword: str, *, what: str = "name", minimum: int = 0) -> list[str]:
@@ -129,6 +140,7 @@ def names(value: Any, keyword: str, *, what: str = "name", minimum: int = 0) -> 
     for item in items:
         if not isinstance(item, str) or not item:
             raise _wrong(keyword, f"a list of {what}s (non-empty str)", value)
+        _utf8(item, keyword, what)
     if len(items) < minimum:
         raise UsageError(f"{keyword}= needs at least {minimum} {what}{'s' if minimum > 1 else ''}, got {len(items)}",
                          hint=f"e.g. {keyword}=['{what}']")

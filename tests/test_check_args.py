@@ -180,6 +180,8 @@ def test_hostile_arguments_raise_graphkit_errors_only(tmp_path: Path, monkeypatc
     (lambda m: gk.compare(m, tolerance=gk.Tolerance(math.nan)), "atol", ValueError),
     (lambda m: gk.set_dims(m, "x", {0: 2.5}), "dims", TypeError),
     (lambda m: gk.extract(m, "x", ["y"]), "inputs", TypeError),
+    (lambda m: gk.set_opset(m, domain="\udcff", version=17), "domain", ValueError),
+    (lambda m: gk.rename_tensor(m, "m", "bad\udcffname"), "new", ValueError),
 ])
 def test_issue_reproductions_name_the_keyword(call: Callable[[gk.Model], Any], keyword: str, kind: type) -> None:
     with pytest.raises(gk.UsageError) as err:
