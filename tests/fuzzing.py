@@ -865,7 +865,9 @@ def _mutate_argv(ws: Workspace, items: list[tuple[str, str]],
         argv.append(_value_text(ws, fmt.replace("{}", value)) if sep else _value_text(ws, text))
         if role == "out":
             outputs.append(argv[-1])
-        elif role != "lit":
+            if argv[-1].endswith(".onnx"):  # replacing a model replaces its weights file as a pair
+                outputs.append(argv[-1][: -len(".onnx")] + ".data")
+        elif role in ("in", "value"):  # tensor names and numbers are not files, even when one is "in"
             reads += [argv[-1], argv[-1].rpartition("=")[2]]
     if rng.random() < 0.05:
         del argv[rng.randrange(1, len(argv))]
@@ -1465,8 +1467,9 @@ def _signature(text: str) -> str:
 
 def _may_change(root: Path, rel: str, kind: str, action: Action) -> bool:
     """Whether the action may replace what was at ``rel``: an output (or inside an output folder) that it
-    does not read, and that was a regular file or a folder (never a FIFO, device, socket or link)."""
-    if kind not in ("file", "dir"):
+    does not read, and that was a regular file, a folder or a symlink it named (never a FIFO, device or
+    socket)."""
+    if kind not in ("file", "dir", "link"):
         return False
     path = os.path.realpath(root / rel)
     reads = action.reads if action.reads is not None else \
@@ -1474,6 +1477,8 @@ def _may_change(root: Path, rel: str, kind: str, action: Action) -> bool:
     real_reads = {os.path.realpath(r) for r in reads}
     if path not in {os.path.realpath(e) for e in action.exempt} and _within(path, real_reads):
         return False
+    if kind == "link":  # a symlink named as the output may be replaced, if what it points at is not read
+        return os.path.abspath(root / rel) in {os.path.abspath(o) for o in action.outputs}
     return _within(path, {os.path.realpath(o) for o in action.outputs})
 
 
