@@ -22,12 +22,14 @@ from graphkit.run import (
     FeedNote,
     FeedSpec,
     _run_session,
+    as_value,
     check_feed,
     check_run_args,
     input_specs,
     plan_feeds,
     session,
     tensor_stats,
+    value_nbytes,
 )
 from graphkit.split import Split, load_split
 
@@ -262,7 +264,7 @@ def run_chain(
         loaded = time.perf_counter()
         names = [o.name for o in ref.lazy_proto.graph.output]
         ref_feeds = {s.name: values[s.name] for s in input_specs(ref)}
-        expected = dict(zip(names, (np.asarray(v) for v in _run_session(sess, names, ref_feeds, ref.name))))
+        expected = dict(zip(names, (as_value(v) for v in _run_session(sess, names, ref_feeds, ref.name))))
         whole_load, whole_run = loaded - start, time.perf_counter() - loaded
         del sess
         diffs = compare_outputs(outputs, expected, tolerance)
@@ -347,7 +349,10 @@ def _run_fragment(
             f"{label} reads {', '.join(repr(n) for n in missing)}, which no graph input or earlier fragment provides",
             hint="run the fragments in the order of their manifest; give every graph input",
         )
-    feeds = {s.name: check_feed(s, env[s.name], label) for s in specs}
+    kinds = {v.name: v.type.WhichOneof("value") for v in model.lazy_proto.graph.input}
+    # (a sequence, map or optional crossing a cut is fed as ONNX Runtime returned it)
+    feeds = {s.name: check_feed(s, env[s.name], label) if kinds.get(s.name) in ("tensor_type", None) else env[s.name]
+             for s in specs}
     names = [o.name for o in model.lazy_proto.graph.output]
     start = time.perf_counter()
     sess = session(model, provider=provider, opt_level=opt_level, threads=threads)
@@ -355,14 +360,14 @@ def _run_fragment(
     values = _run_session(sess, names, feeds, label)
     done = time.perf_counter()
     del sess
-    produced = [np.asarray(v) for v in values]
+    produced = [as_value(v) for v in values]
     for name, value in zip(names, produced):
         if last_use.get(name, -1) > i:
             env[name] = value
     for name in [n for n in env if last_use.get(n, -1) <= i]:
         del env[name]
-    sizes = [v.nbytes for v in produced]
+    sizes = [value_nbytes(v) for v in produced]
     return FragmentRun(
         i, model.name, len(model.lazy_proto.graph.node), loaded - start, done - loaded, sum(sizes), max(sizes, default=0),
-        sum(v.nbytes for v in env.values()),
+        sum(value_nbytes(v) for v in env.values()),
     )

@@ -39,6 +39,7 @@ from graphkit import _check_args as argcheck
 from graphkit._arrays import open_npz
 from graphkit._files import check_regular, exists, read_data
 from graphkit._options import Backend, FeedOptions, Tolerance
+from graphkit._typing import tensor_types
 from graphkit.errors import (
     ArgumentTypeError,
     FeedError,
@@ -51,7 +52,7 @@ from graphkit.errors import (
 from graphkit.graph import GraphIndex
 from graphkit.io import inline_proto
 from graphkit.model import Model, has_external_data
-from graphkit.run import input_specs, make_feeds, run_fragment
+from graphkit.run import as_value, input_specs, make_feeds, run_fragment, value_nbytes
 from graphkit.validate import require_sound
 
 __all__ = [
@@ -479,7 +480,7 @@ def markers(
         if expose and node.output[0] not in outputs:
             proto.graph.output.append(onnx.ValueInfoProto(name=node.output[0]))
             outputs.add(node.output[0])
-    _type_outputs(proto)
+    _type_outputs(model.derive(proto))
     if not any(n.domain == domain for n in proto.graph.node):
         kept = [o for o in proto.opset_import if o.domain != domain]
         del proto.opset_import[:]
@@ -516,19 +517,15 @@ def _find_markers(model: Model, domain: str, op: str, attr: str) -> dict[str, tu
     return found
 
 
-def _type_outputs(proto: onnx.ModelProto) -> None:
-    """Give untyped graph outputs their inferred type where shape inference knows it."""
-    untyped = [o for o in proto.graph.output if not o.type.HasField("tensor_type")]
+def _type_outputs(model: Model) -> None:
+    """Give the model's untyped graph outputs the type the typing engine infers (in place; no run)."""
+    untyped = [o for o in model.lazy_proto.graph.output if not o.type.WhichOneof("value")]
     if not untyped:
         return
-    try:  # inference reads dims only: external weights stay on disk
-        inferred = onnx.shape_inference.infer_shapes(proto)
-    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError):
-        return
-    known = {v.name: v for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    found = tensor_types(model, [o.name for o in untyped], observe=False).types
     for out in untyped:
-        if out.name in known and known[out.name].type.HasField("tensor_type"):
-            out.type.CopyFrom(known[out.name].type)
+        if out.name in found:
+            out.type.CopyFrom(found[out.name])
 
 
 # ------------------------------------------------------------------------------------- inputs/files
@@ -578,6 +575,7 @@ class _Graph:
     position: dict[str, int] = field(default_factory=dict)  # tensor -> position of its producer in order
     label: str = ""  # the original model's file or name
     rank: dict[int, int] = field(default_factory=dict)  # node index -> position in order
+    types: dict[str, onnx.ValueInfoProto] = field(default_factory=dict)  # tensor -> type, once asked
 
     @classmethod
     def of(cls, model: Model, marker_spec: tuple[str, str, str]) -> _Graph:
@@ -610,6 +608,17 @@ class _Graph:
             if any(r in varying for r in self.index.node_reads[i]):
                 varying.update(o for o in nodes[i].output if o)
         return [n for n in live if n in varying]
+
+    def value_info(self, tensor: str) -> onnx.ValueInfoProto:
+        """The typed ValueInfoProto of a tensor from the model (the typing engine, no run): how a
+        captured sequence, map or optional value (not an array, so not typed from itself) is fed."""
+        found = self.types.get(tensor)
+        if found is None:
+            tp = tensor_types(self.model, [tensor], observe=False).types.get(tensor)
+            found = self.types[tensor] = onnx.ValueInfoProto(name=tensor)
+            if tp is not None:
+                found.type.CopyFrom(tp)
+        return found
 
     def marker_of(self, tensor: str) -> str | None:
         for name, t in self.markers.items():
@@ -648,7 +657,7 @@ def _fragment_model(graph: _Graph, nodes: Sequence[int], inputs: Mapping[str, np
     g.initializer.extend(weights[n] for n in reads if n in weights and n not in sparse)
     g.sparse_initializer.extend(t for t in source.graph.sparse_initializer if t.values.name in reads)
     for name, value in inputs.items():
-        g.input.append(_value_info(name, value))
+        g.input.append(_value_info(name, value) if isinstance(value, np.ndarray) else graph.value_info(name))
     g.output.extend(onnx.ValueInfoProto(name=n) for n in outputs)
     return graph.model.derive(proto)
 
@@ -687,7 +696,7 @@ def _execute_reference(model: Model, feeds: Mapping[str, np.ndarray], outputs: S
             f"{what}: onnx's ReferenceEvaluator failed: {text}",
             hint="the reference evaluator lacks custom ops and some contrib ops; compare with --backend ort-noopt",
         ) from err
-    return {n: np.asarray(v) for n, v in zip(outputs, values)}
+    return {n: as_value(v) for n, v in zip(outputs, values)}
 
 
 class _Walker:
@@ -743,7 +752,7 @@ class _Walker:
             live.update({o: values[o] for o in keep})
             for name in [n for n in live if last_use.get(n, -1) < end]:
                 del live[name]
-            step = self._next_step(step, len(chunk), sum(v.nbytes for v in values.values()))
+            step = self._next_step(step, len(chunk), sum(value_nbytes(v) for v in values.values()))
             batch = {o: values[o] for o in exposed if o in self.wanted}
             del values, feeds
             if self.progress is not None:
@@ -1212,7 +1221,8 @@ class _Runner:
         return tuple(results), first, self.notes
 
     def _compare_one(self, pair: _Pair, value: np.ndarray) -> TensorDiff | None:
-        self.dtypes[pair.candidate] = value.dtype
+        if isinstance(value, np.ndarray):
+            self.dtypes[pair.candidate] = value.dtype
         expected = self.source.get(pair.reference)
         if expected is None:
             self.notes.append(f"the reference side did not produce {pair.reference!r}")
@@ -1242,7 +1252,8 @@ class _Runner:
             if value is None:
                 return None
             dtype = self.dtypes.get(name)
-            inputs[name] = value.astype(dtype) if dtype is not None and value.dtype != dtype else value
+            same = dtype is None or not isinstance(value, np.ndarray) or value.dtype == dtype
+            inputs[name] = value if same else value.astype(dtype)
         what = f"re-running {pair.candidate!r} on the reference side's inputs"
         model = _fragment_model(self.cand, frag.nodes, inputs, [pair.candidate])
         got = _execute(model, inputs, [pair.candidate], self.backend, what)[pair.candidate]

@@ -28,6 +28,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from graphkit import _check_args as argcheck
+from graphkit._typing import tensor_types
 from graphkit.errors import (
     ArgumentTypeError,
     EditError,
@@ -37,7 +38,7 @@ from graphkit.errors import (
     TensorNotFoundError,
     not_found,
 )
-from graphkit.graph import GraphIndex, node_label, subgraph_outer_reads, subgraphs
+from graphkit.graph import GraphIndex, graph_tensor_names, node_label, node_reads, subgraphs
 from graphkit.io import tensor_nbytes, tensor_value
 from graphkit.model import Model, is_external, iter_graphs, iter_tensors
 from graphkit.validate import check_or_raise
@@ -131,15 +132,6 @@ def _defined_here(graph: onnx.GraphProto) -> set[str]:
     return names
 
 
-def _all_tensor_names(proto: onnx.ModelProto) -> set[str]:
-    names: set[str] = set()
-    for graph, _ in iter_graphs(proto.graph):
-        names |= _defined_here(graph)
-        names |= {n for node in graph.node for n in node.input if n}
-        names |= {o.name for o in graph.output} | {v.name for v in graph.value_info}
-    return names
-
-
 def _find_scope(model: Model, proto: onnx.ModelProto, tensor: str) -> tuple[onnx.GraphProto, str]:
     """The graph that defines ``tensor`` (the main graph first).
 
@@ -151,7 +143,7 @@ def _find_scope(model: Model, proto: onnx.ModelProto, tensor: str) -> tuple[onnx
         return proto.graph, "main graph"
     hits = [(g, where) for g, where in iter_graphs(proto.graph) if tensor in _defined_here(g)]
     if not hits:
-        raise not_found(TensorNotFoundError, "tensor", tensor, sorted(_all_tensor_names(proto)), where=model.name)
+        raise not_found(TensorNotFoundError, "tensor", tensor, sorted(graph_tensor_names(proto.graph)), where=model.name)
     if len(hits) > 1:
         raise EditError(f"tensor {tensor!r} is defined in {len(hits)} subgraphs of {model.name}: "
                         + "; ".join(w for _, w in hits), hint="these are different tensors; edit the model with "
@@ -628,7 +620,7 @@ def rename_tensor(model: Model, /, old: str, new: str, *, check: bool = True) ->
 def _check_new_tensor_name(proto: onnx.ModelProto, new: str) -> None:
     if not new:
         raise EditError("a tensor name cannot be empty", hint="give a non-empty name")
-    if new in _all_tensor_names(proto):
+    if new in graph_tensor_names(proto.graph):
         raise EditError(f"tensor name {new!r} is already used in the model",
                         hint="choose a name no tensor has (names must stay unique, subgraphs included)")
 
@@ -697,7 +689,7 @@ def bypass_node(model: Model, /, node: str, input_index: int = 0, *, check: bool
     out = used[0] if used else (target.output[0] if target.output else "")
     src_type, out_type = _elem_type(graph, source), _elem_type(graph, out)
     if graph is proto.graph and not (src_type and out_type):
-        inferred = _inferred_types(proto)
+        inferred = _inferred_types(model, proto, [source, out])
         src_type, out_type = src_type or inferred.get(source, 0), out_type or inferred.get(out, 0)
     if src_type and out_type and src_type != out_type:
         raise EditError(f"cannot bypass {label}: its input {source!r} is {_dtype_name(src_type)} but its output "
@@ -707,7 +699,7 @@ def bypass_node(model: Model, /, node: str, input_index: int = 0, *, check: bool
         raise EditError(f"cannot bypass {label}: its output {out!r} is a graph output and its input {source!r} "
                         "is not produced by a node of the same graph",
                         hint="replace the node by Identity instead (set_op_type NODE Identity)")
-    fed = _reads(target)
+    fed = node_reads(target)
     del graph.node[found.index]
     _drop_value_info(graph, {o for o in target.output if o} - {source})
     if is_output:
@@ -719,14 +711,10 @@ def bypass_node(model: Model, /, node: str, input_index: int = 0, *, check: bool
     return _finish(model, proto, check=check, what=f"bypass_node {node}")
 
 
-def _inferred_types(proto: onnx.ModelProto) -> dict[str, int]:
-    """Element types of the main graph's tensors by shape inference (no weights read); {} if it fails."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(_weightless(proto), strict_mode=False)
-    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError):
-        return {}
-    graph = inferred.graph
-    return {v.name: v.type.tensor_type.elem_type for v in [*graph.value_info, *graph.input, *graph.output]}
+def _inferred_types(model: Model, proto: onnx.ModelProto, names: Sequence[str]) -> dict[str, int]:
+    """Element types of main-graph tensors by the typing engine's inference (no weights read, no run)."""
+    found = tensor_types(model.derive(proto), [n for n in names if n], observe=False)
+    return {n: tp.tensor_type.elem_type for n, tp in found.types.items() if tp.WhichOneof("value") == "tensor_type"}
 
 
 def _drop_value_info(graph: onnx.GraphProto, names: set[str]) -> None:
@@ -863,13 +851,6 @@ def _prune(graph: onnx.GraphProto, removed: Collection[int] = (), *, fed: Iterab
     return {name for name, count in readers.items() if count}
 
 
-def _reads(node: onnx.NodeProto) -> list[str]:
-    names = [n for n in node.input if n]
-    for sub in subgraphs(node):
-        names.extend(subgraph_outer_reads(sub))
-    return names
-
-
 @_noop_returns_input
 def insert_node(model: Model, /, after: str, op_type: str, *, inputs: Sequence[str | np.ndarray] = (),
                 attributes: Mapping[str, Any] | None = None, name: str | None = None, output: str | None = None,
@@ -905,7 +886,7 @@ def insert_node(model: Model, /, after: str, op_type: str, *, inputs: Sequence[s
     argcheck.boolean(check, "check")
     proto = model.copy().lazy_proto
     graph, _ = _find_scope(model, proto, after)
-    taken = _all_tensor_names(proto)
+    taken = graph_tensor_names(proto.graph)
     node_name = name or _fresh(f"{after}/{op_type}", set(_all_node_names(proto)))
     if node_name in _all_node_names(proto):
         raise EditError(f"node name {node_name!r} is already used", hint="choose another name")
@@ -962,7 +943,7 @@ def _fresh(stem: str, taken: set[str]) -> str:
 def _resolve_inputs(model: Model, proto: onnx.ModelProto, graph: onnx.GraphProto, node_name: str,
                     inputs: Sequence[str | np.ndarray]) -> list[str]:
     names: list[str] = []
-    visible = _all_tensor_names(proto)
+    visible = graph_tensor_names(proto.graph)
     for i, item in enumerate(inputs):
         if isinstance(item, str):
             if item and item not in visible:
@@ -1295,23 +1276,19 @@ def _set_dim(dim: onnx.TensorShapeProto.Dimension, value: Dim) -> None:
 
 
 def _refresh_shapes(model: Model, proto: onnx.ModelProto, *, keep: set[str]) -> None:
-    """Re-infer the main graph's value_info and output shapes (except ``keep``) without reading weights."""
-    probe = _weightless(proto)
-    for value in probe.graph.output:
-        if value.name not in keep and value.type.HasField("tensor_type"):
-            value.type.tensor_type.ClearField("shape")
-    del probe.graph.value_info[:]
-    try:
-        inferred = onnx.shape_inference.infer_shapes(probe, strict_mode=False, data_prop=True)
-    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as err:
-        log.warning("shape inference failed (%s); value_info and output shapes were left as they were", err)
+    """Re-infer the main graph's value_info and output shapes (except ``keep``) without reading weights:
+    the typing engine with the model's declared types set aside (the edit made them stale)."""
+    outputs = [v.name for v in proto.graph.output if v.name not in keep and v.type.HasField("tensor_type")]
+    names = [*outputs, *(v.name for v in proto.graph.value_info)]
+    found = tensor_types(model.derive(proto), names, declared=False, observe=False).types
+    if not found and names:
+        log.warning("shape inference failed; value_info and output shapes were left as they were")
         return
-    found = {v.name: v for v in [*inferred.graph.value_info, *inferred.graph.output]}
     for value in proto.graph.output:
         if value.name in keep or not value.type.HasField("tensor_type"):
             continue
         new = found.get(value.name)
-        if new is None or not new.type.tensor_type.HasField("shape"):
+        if new is None or not new.tensor_type.HasField("shape"):
             log.warning("cannot infer the shape of output %r (a custom op?); its declared shape %s was kept: "
                         "check it (set_dims)", value.name, _declared_shape(value))
             continue
@@ -1319,39 +1296,22 @@ def _refresh_shapes(model: Model, proto: onnx.ModelProto, *, keep: set[str]) -> 
     kept = []
     for value in proto.graph.value_info:
         new = found.get(value.name)
-        if new is not None and new.type.HasField("tensor_type") and new.type.tensor_type.HasField("shape"):
+        if new is not None and new.HasField("tensor_type") and new.tensor_type.HasField("shape"):
             _copy_shape(new, value)
             kept.append(value)
     del proto.graph.value_info[:]
     proto.graph.value_info.extend(kept)
 
 
-def _copy_shape(source: onnx.ValueInfoProto | None, target: onnx.ValueInfoProto) -> None:
+def _copy_shape(source: onnx.TypeProto | None, target: onnx.ValueInfoProto) -> None:
     tensor_type = target.type.tensor_type
     tensor_type.ClearField("shape")
-    if source is None or not source.type.tensor_type.HasField("shape"):
+    if source is None or not source.tensor_type.HasField("shape"):
         return
-    tensor_type.shape.CopyFrom(source.type.tensor_type.shape)
+    tensor_type.shape.CopyFrom(source.tensor_type.shape)
     for dim in tensor_type.shape.dim:
         if dim.HasField("dim_param") and dim.dim_param.startswith("unk__"):
             dim.Clear()  # an anonymous dim from inference: unknown
-
-
-def _weightless(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy for shape inference: large or external initializers become typed inputs (no data read)."""
-    probe = onnx.ModelProto()
-    probe.CopyFrom(proto)
-    graph = probe.graph
-    moved = [t for t in graph.initializer if is_external(t) or tensor_nbytes(t) > _INFER_KEEP_BYTES]
-    names = {t.name for t in moved}
-    listed = {i.name for i in graph.input}
-    kept = [t for t in graph.initializer if t.name not in names]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
-    for tensor in moved:
-        if tensor.name not in listed:
-            graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
-    return probe
 
 
 def _warn_hardcoded(model: Model, proto: onnx.ModelProto, tensor: str, changed: list[tuple[int, Dim, Dim]]) -> None:
@@ -1722,7 +1682,7 @@ def _prefixed(proto: onnx.ModelProto, prefix: str) -> onnx.ModelProto:
     copy.CopyFrom(proto)
     if not prefix:
         return copy
-    names = _all_tensor_names(copy)
+    names = graph_tensor_names(copy.graph)
     mapping = {n: prefix + n for n in names}
     for graph, _ in iter_graphs(copy.graph):
         _prefix_graph(graph, mapping)
@@ -1759,7 +1719,7 @@ def _merged_opsets(a: Model, b: Model) -> dict[str, int]:
 
 
 def _check_clashes(left: onnx.ModelProto, right: onnx.ModelProto, linked: set[str], prefixed: bool) -> None:
-    clash = sorted((_all_tensor_names(left) & _all_tensor_names(right)) - linked)
+    clash = sorted((graph_tensor_names(left.graph) & graph_tensor_names(right.graph)) - linked)
     nodes = sorted(set(_all_node_names(left)) & set(_all_node_names(right)))
     if clash or nodes:
         shown = ", ".join(repr(n) for n in (clash or nodes)[:5])

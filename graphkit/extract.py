@@ -15,20 +15,17 @@ streams only the weights it keeps.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import onnx
 
 from graphkit import _check_args as argcheck
-from graphkit import propagate
 from graphkit._numbers import parse_int
-from graphkit._options import FeedOptions
+from graphkit._typing import Source, has_shape, tensor_types, value_info_of
 from graphkit.build import dtype_to_onnx
 from graphkit.errors import (
     ArgumentTypeError,
@@ -40,7 +37,7 @@ from graphkit.errors import (
     did_you_mean,
     not_found,
 )
-from graphkit.graph import node_label, paused_gc, subgraph_outer_reads, subgraphs, toposort_proto
+from graphkit.graph import node_label, paused_gc, subgraphs, toposort_proto
 from graphkit.io import tensor_nbytes
 from graphkit.model import Model, iter_graphs
 from graphkit.validate import check_or_raise, require_sound
@@ -242,103 +239,28 @@ def _normalize_types(types: Mapping[str, Any] | None) -> dict[str, TensorType]:
 # ------------------------------------------------------------------------------------ graph facts
 
 
-class _Graph:
-    """What extraction needs to know about the main graph, computed once and cheaply."""
-
-    def __init__(self, model: Model, *, fast: bool = True) -> None:
-        self.model = model
-        self.graph = model.lazy_proto.graph
-        #: Whether the fast paths (backward-scan cut, type propagation) may be tried.
-        self.fast = fast
-        self.nodes: list[onnx.NodeProto] = list(self.graph.node)  # (a list indexes faster than the proto's)
-        self.sparse: dict[str, onnx.SparseTensorProto] = {s.values.name: s for s in self.graph.sparse_initializer}
-        self.inputs: list[str] = [v.name for v in self.graph.input]
-        self.input_set = set(self.inputs)
-        self.outputs: list[str] = [v.name for v in self.graph.output]
-        self.output_set = set(self.outputs)
-        self._reads: dict[int, list[str]] = {}
-        self._outs: dict[int, list[str]] = {}
-        #: Producers of names found by the fast cut (a subset of ``producer``, built without it).
-        self.located: dict[str, int] = {}
-
-    @cached_property
-    def producer(self) -> dict[str, int]:
-        """The index of the node producing each name (one pass over every node: built on demand)."""
-        return _producers(self.nodes)
-
-    @cached_property
-    def initializers(self) -> dict[str, onnx.TensorProto]:
-        return {t.name: t for t in self.graph.initializer}
-
-    def producer_of(self, name: str) -> int | None:
-        found = self.located.get(name)
-        return found if found is not None else self.producer.get(name)
-
-    def outputs_of(self, i: int) -> list[str]:
-        """The non-empty output names of node ``i``."""
-        found = self._outs.get(i)
-        if found is None:
-            found = self._outs[i] = [o for o in self.nodes[i].output[:] if o]
-        return found
-
-    def reads(self, i: int) -> list[str]:
-        """Every tensor node ``i`` reads: its inputs and its bodies' outer-scope reads."""
-        found = self._reads.get(i)
-        if found is None:
-            node = self.nodes[i]
-            found = node.input[:]
-            if "" in found:
-                found = [n for n in found if n]
-            if node.attribute:
-                for sub in subgraphs(node):
-                    found.extend(sorted(subgraph_outer_reads(sub) - set(found)))
-            self._reads[i] = found
-        return found
-
-    def defines(self, name: str) -> bool:
-        return name in self.producer or name in self.initializers or name in self.sparse or name in self.input_set
+class _Graph(Source):
+    """The source's graph index, with what extraction adds: the model and whether the fast paths may run."""
 
     def kind(self, name: str) -> str:
         """"node output", "graph input", "initializer"."""
         if name in self.input_set and name not in self.initializers:
             return "graph input"
-        if name in self.initializers or name in self.sparse:
+        if name in self.initializers:
             return "initializer"
         return "node output"
-
-    def all_names(self) -> list[str]:
-        names: dict[str, None] = dict.fromkeys(self.inputs)
-        names.update(dict.fromkeys(self.initializers))
-        names.update(dict.fromkeys(self.producer))
-        return list(names)
 
     def producer_label(self, name: str) -> str:
         i = self.producer.get(name)
         return node_label(self.nodes[i], i) if i is not None else self.kind(name)
 
 
-def _producers(nodes: list[onnx.NodeProto]) -> dict[str, int]:
-    """The index of the node producing each name; the first producer wins (two make a model invalid)."""
-    outputs = [node.output for node in nodes]
-    if all(len(o) == 1 for o in outputs):  # (the usual case: one C-level zip, no inner loop)
-        names = [o[0] for o in outputs]
-        found = dict(zip(reversed(names), range(len(names) - 1, -1, -1)))
-    else:
-        found = {o: i for i, outs in zip(range(len(outputs) - 1, -1, -1), reversed(outputs)) for o in outs}
-    found.pop("", None)
-    return found
-
-
 def _inside_subgraph(g: _Graph, name: str) -> tuple[str, list[str]] | None:
     """If only a body defines ``name``: the main-graph node holding that body, and that node's outputs."""
-    for i, node in enumerate(g.nodes):
-        if not len(node.attribute):
-            continue
-        for sub in subgraphs(node):
-            for graph, _ in iter_graphs(sub):
-                if any(name in n.output for n in graph.node) or any(v.name == name for v in graph.input):
-                    return node_label(node, i), [o for o in node.output if o]
-    return None
+    i = g.body_owner(name)
+    if i is None:
+        return None
+    return node_label(g.nodes[i], i), g.outputs_of(i)
 
 
 def _check_names(g: _Graph, names: Sequence[str], flag: str) -> None:
@@ -356,7 +278,7 @@ def _check_names(g: _Graph, names: Sequence[str], flag: str) -> None:
                 "a submodel can only be cut at tensors of the main graph",
                 hint=f"cut at the inputs or outputs of {body[0]} instead",
             )
-        err = not_found(TensorNotFoundError, f"tensor ({flag})", name, g.all_names(), where=g.model.name)
+        err = not_found(TensorNotFoundError, f"tensor ({flag})", name, g.tensor_names, where=g.model.name)
         raise err
 
 
@@ -515,23 +437,6 @@ def _without_bodies(op: str) -> bool:
     return op not in BODY_OPS and onnx.defs.has(op)
 
 
-def _ancestors(g: _Graph, start: Iterable[str], stop: set[str]) -> set[str]:
-    """Every tensor ``start`` depends on (themselves included), not walking past ``stop``."""
-    found: set[str] = set()
-    stack = list(start)
-    while stack:
-        name = stack.pop()
-        if name in found:
-            continue
-        found.add(name)
-        if name in stop:
-            continue
-        i = g.producer.get(name)
-        if i is not None:
-            stack.extend(g.reads(i))
-    return found
-
-
 def _computable(g: _Graph, name: str, given: set[str]) -> bool:
     return not _cut(g, sorted(given), [name]).missing
 
@@ -550,12 +455,12 @@ def _open_cut_error(g: _Graph, inputs: Sequence[str], outputs: Sequence[str], cu
                 hint=f"add {output!r} to --inputs",
             )
         reader, tensor = found
-        origin = sorted(_ancestors(g, [tensor], given) & sources)
+        origin = sorted(g.upstream([tensor], given) & sources)
         origin_text = ", ".join(repr(s) for s in origin[:3])
         if tensor in sources:
             what = f"a {g.kind(tensor)}" if g.defines(tensor) else "a name nothing defines"
             fact = f"{what} that is not among the inputs"
-            if not (_ancestors(g, [output], given) & given):
+            if not (g.upstream([output], given) & given):
                 fact += " (none of the given inputs lies upstream of it)"
         else:
             fact = f"which is neither given nor computable from the inputs (it needs {origin_text})"
@@ -573,7 +478,7 @@ def _find_leak(g: _Graph, output: str, given: set[str], sources: set[str]) -> tu
     that also reads something fed by the given inputs (where the cut lets data in from outside);
     without such a node, it is the node that reads the ungiven source itself.
     """
-    region = _ancestors(g, [output], given)
+    region = g.upstream([output], given)
     ok = _closure(g, region, {n for n in region if n in given or n in g.initializers or n in g.sparse})
     fed = _closure(g, region, {n for n in region if n in given}, any_read=True)
     name = output
@@ -615,7 +520,7 @@ def _closure(g: _Graph, region: set[str], start: set[str], *, any_read: bool = F
 def _leak_hint(g: _Graph, tensor: str, given: set[str], sources: set[str]) -> str:
     """Suggest what to add to --inputs: the leaking tensor, or where its branch leaves the given ones."""
     first = f"add {tensor!r} to --inputs"
-    upstream_of_given = _ancestors(g, given, set()) - given
+    upstream_of_given = g.upstream(given, set()) - given
     candidates = [c for c in _bfs_upstream(g, tensor, given, limit=200) if c != tensor and c in upstream_of_given]
     for candidate in candidates[:20]:
         if _computable(g, tensor, given | {candidate}):
@@ -643,430 +548,11 @@ def _bfs_upstream(g: _Graph, start: str, stop: set[str], *, limit: int) -> list[
 # ---------------------------------------------------------------------------------------- typing
 
 
-def _has_dtype(tp: onnx.TypeProto) -> bool:
-    kind = tp.WhichOneof("value")
-    if kind == "tensor_type":
-        return tp.tensor_type.elem_type != 0
-    return kind is not None
-
-
-def _has_shape(tp: onnx.TypeProto) -> bool:
-    if tp.WhichOneof("value") == "tensor_type":
-        return tp.tensor_type.HasField("shape")
-    return tp.WhichOneof("value") is not None
-
-
-def _known_types(g: _Graph, names: Iterable[str]) -> dict[str, onnx.TypeProto]:
-    """Types the model states: graph inputs and outputs, value_info, initializers."""
-    wanted = set(names)
-    found: dict[str, onnx.TypeProto] = {}
-    for values in (g.graph.value_info, g.graph.output, g.graph.input):
-        for v in values:
-            if v.name in wanted and _has_dtype(v.type):
-                found[v.name] = v.type
-    for name in wanted:
-        if name in g.initializers and name not in found:
-            t = g.initializers[name]
-            found[name] = onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims))
-        elif name in g.sparse and name not in found:
-            s = g.sparse[name]
-            found[name] = onnx.helper.make_tensor_type_proto(s.values.data_type, list(s.dims))
-    return found
-
-
-#: Initializers up to this size may keep their values in the graph that shape inference sees
-#: (shape arguments such as Reshape's); larger ones are given to it without data, never read.
-_INFER_VALUE_LIMIT = 4096
-
-#: Element types whose values ONNX shape inference reads only at the inputs of ``_FLOAT_VALUE_OPS``
-#: (everywhere else a float tensor's type is all it uses): their data is left out elsewhere.
-_FLOAT_TYPES = frozenset(
-    getattr(onnx.TensorProto, n)
-    for n in ("FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", "COMPLEX64", "COMPLEX128", "FLOAT8E4M3FN",
-              "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT4E2M1", "FLOAT8E8M0")
-    if hasattr(onnx.TensorProto, n)
-)
-
-#: Standard ops whose shape inference reads the value of an input that may be a float tensor
-#: (scales, range bounds, depth, pad value).
-_FLOAT_VALUE_OPS = frozenset({"Resize", "Upsample", "Range", "OneHot", "Pad", "ConstantOfShape"})
-
-
-def _value_readers(g: _Graph, nodes: Sequence[onnx.NodeProto]) -> set[str]:
-    """Names whose values shape inference may read even when they are float: inputs of
-    ``_FLOAT_VALUE_OPS``, of nodes of other domains (functions, custom ops) and of nodes with bodies."""
-    found: set[str] = set()
-    for node in nodes:
-        bodies = subgraphs(node) if node.attribute else []
-        if bodies or node.op_type in _FLOAT_VALUE_OPS or node.domain not in ("", "ai.onnx"):
-            found.update(node.input)
-            for sub in bodies:
-                found |= subgraph_outer_reads(sub)
-    return found
-
-
-def _inferred_types(
-    g: _Graph,
-    names: Sequence[str],
-    nodes: Sequence[onnx.NodeProto],
-    stops: Mapping[str, onnx.TypeProto],
-    initializers: Iterable[onnx.TensorProto],
-) -> dict[str, onnx.TypeProto]:
-    """Run ONNX shape inference on ``nodes`` (a weightless copy) and return the types of ``names``.
-
-    The graph inputs and the already typed ``stops`` are typed inputs. Initializers keep their
-    values only where shape inference may read them (small ones, not float unless an op reads a
-    float value); the others are passed without data (their type is what inference uses), which
-    halves what it parses. Weights on disk are never read.
-    """
-    proto = onnx.ModelProto()
-    proto.ir_version = g.model.lazy_proto.ir_version
-    proto.opset_import.extend(g.model.lazy_proto.opset_import)
-    proto.functions.extend(g.model.lazy_proto.functions)
-    graph = proto.graph  # (built in place: copying 10^4 nodes twice costs as much as inferring a few)
-    graph.name = g.graph.name or "graph"
-    graph.node.extend(nodes)
-    graph.input.extend(g.graph.input)
-    declared = set(g.inputs)
-    for name, tp in stops.items():
-        if name not in declared:
-            graph.input.append(_value_info(name, tp))
-            declared.add(name)
-    graph.initializer.extend(t for t in initializers if t.name not in declared)
-    _strip_values(graph.initializer, _value_readers(g, nodes))
-    for sparse in g.graph.sparse_initializer:
-        if sparse.values.name not in declared:
-            graph.input.append(
-                onnx.helper.make_tensor_value_info(sparse.values.name, sparse.values.data_type, list(sparse.dims))
-            )
-    graph.value_info.extend(g.graph.value_info)
-    return _run_inference(proto, names)
-
-
-def _strip_values(tensors: Iterable[onnx.TensorProto], value_readers: set[str]) -> None:
-    """Drop the data of the (copied) initializers whose values shape inference does not read."""
-    external, floats, limit = onnx.TensorProto.EXTERNAL, _FLOAT_TYPES, _INFER_VALUE_LIMIT
-    for tensor in tensors:
-        if tensor.data_location == external:
-            pass
-        elif tensor.data_type in floats:
-            if tensor.name in value_readers and tensor.ByteSize() <= limit:
-                continue
-        elif tensor.ByteSize() <= limit:
-            continue
-        if tensor.HasField("raw_data"):  # (the usual case: one field to clear)
-            tensor.ClearField("raw_data")
-        else:
-            for field_name in _DATA_FIELDS:
-                tensor.ClearField(field_name)
-
-
-_DATA_FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data",
-                "external_data", "data_location")
-
-
-def _observed_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
-    """Run the source model once in ONNX Runtime with the tensors exposed, and read their types.
-
-    Dims that change when the model's dynamic input dims change are left dynamic. Returns {} when
-    ONNX Runtime cannot run the model (custom ops, inputs it cannot generate).
-    """
-    rt = importlib.import_module("graphkit.run")  # onnxruntime is imported only when needed
-
-    proto = onnx.ModelProto()
-    proto.CopyFrom(model.lazy_proto)
-    present = {o.name for o in proto.graph.output}
-    for name in names:
-        if name not in present:
-            proto.graph.output.append(onnx.ValueInfoProto(name=name))
-    exposed = model.derive(proto)
-    dynamic = _dynamic_input_shapes(model)
-    try:
-        first = rt.run(exposed, outputs=list(names), feed_options=FeedOptions(seed=0))
-        second = rt.run(exposed, outputs=list(names), feed_options=FeedOptions(seed=0, shapes=dynamic)) if dynamic else first
-    except GraphkitError as err:
-        log.info("ONNX Runtime cannot run %s to observe types: %s", model.name, err)
-        return {}
-    found: dict[str, onnx.TypeProto] = {}
-    for name in names:
-        a, b = first[name], second[name]
-        try:
-            elem = onnx.helper.np_dtype_to_tensor_dtype(a.dtype)
-        except (KeyError, TypeError, ValueError):
-            continue
-        dims: list[Dim] = list(a.shape)
-        if a.ndim == b.ndim:
-            dims = [d if d == e else None for d, e in zip(a.shape, b.shape)]
-        found[name] = onnx.helper.make_tensor_type_proto(elem, dims)
-    return found
-
-
-def _dynamic_input_shapes(model: Model) -> dict[str, list[int]]:
-    from graphkit.summary import shape_of
-
-    initializers = {t.name for t in model.lazy_proto.graph.initializer}
-    shapes: dict[str, list[int]] = {}
-    for value in model.lazy_proto.graph.input:
-        if value.name in initializers:
-            continue
-        shape = shape_of(value)
-        if shape and any(not isinstance(d, int) or d <= 0 for d in shape):
-            shapes[value.name] = [d if isinstance(d, int) and d > 0 else 2 for d in shape]
-    return shapes
-
-
 @dataclass
 class _Typing:
     types: dict[str, onnx.TypeProto]
     source: dict[str, str]
     notes: list[str]
-
-
-def _names_read(g: _Graph, stop: int) -> set[str]:
-    """Every name the first ``stop`` nodes read (their bodies' outer-scope reads included)."""
-    nodes = g.nodes[:stop]
-    read = {name for node in nodes for name in node.input}
-    if any(node.attribute for node in nodes):
-        for i, node in enumerate(nodes):
-            if node.attribute:
-                read.update(g.reads(i))
-    return read
-
-
-def _run_inference(proto: onnx.ModelProto, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
-    """Infer the types of ``names``: without data propagation first (a fifth cheaper), and again with
-    it when that leaves a type without a full shape (data propagation can only refine those)."""
-    found = _infer(proto, names, data_prop=False)
-    if len(found) == len(set(names)) and all(_fully_shaped(tp) for tp in found.values()):
-        return found
-    return _infer(proto, names, data_prop=True)
-
-
-def _fully_shaped(tp: onnx.TypeProto) -> bool:
-    """Whether ``tp`` is a tensor type with a shape whose every dim is a size or a declared name."""
-    if tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
-        return False
-    return all(
-        d.HasField("dim_value") or (d.HasField("dim_param") and not d.dim_param.startswith("unk__"))
-        for d in tp.tensor_type.shape.dim
-    )
-
-
-def _infer(proto: onnx.ModelProto, names: Sequence[str], *, data_prop: bool) -> dict[str, onnx.TypeProto]:
-    try:
-        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=data_prop)
-    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError) as err:
-        log.info("shape inference failed (%s); trying other ways to type the boundary", err)
-        return {}
-    wanted = set(names)
-    found: dict[str, onnx.TypeProto] = {}
-    infos = inferred.graph.value_info
-    for k in range(len(infos) - 1, -1, -1):  # (from the end: the wanted names are usually produced last)
-        value = infos[k]
-        if value.name in wanted and value.name not in found and _has_dtype(value.type):
-            found[value.name] = value.type
-            if len(found) == len(wanted):
-                break
-    return found
-
-
-def _infer_somehow(
-    g: _Graph,
-    names: Sequence[str],
-    stops: Mapping[str, onnx.TypeProto],
-    cut_nodes: Sequence[int] | None,
-    cut_inputs: Sequence[str],
-) -> dict[str, onnx.TypeProto]:
-    """Infer the types of ``names`` on as little of the graph as is cheap to find.
-
-    First, when the fast paths are on, exact Python propagation (``_propagated_types``); then ONNX
-    shape inference. Outputs of a cut whose inputs are all typed: the cut's own nodes. Otherwise
-    the prefix of the node list up to the last producer (C-level copies; enough when the nodes are
-    sorted), and when that is not enough, the exact upstream region.
-    """
-    if g.fast:
-        found = _propagated_types(g, names, stops, cut_nodes if cut_nodes is not None and all(
-            n in stops for n in cut_inputs) else None)
-        if found is not None:
-            return found
-    if cut_nodes is not None and all(n in stops for n in cut_inputs):
-        reads = {r for i in cut_nodes for r in g.reads(i)}
-        inits = _kept_initializers(g, reads)
-        return _inferred_types(g, names, [g.nodes[i] for i in cut_nodes], stops, inits)
-    # The nodes up to the last producer, with only the initializers they read: inference costs
-    # about as much per initializer as per node, so the ones downstream would double its time.
-    last = max((g.producer[n] for n in names if n in g.producer), default=-1)
-    prefix_inits = _kept_initializers(g, _names_read(g, last + 1))
-    found = _inferred_types(g, names, g.nodes[: last + 1], stops, prefix_inits)
-    missing = [n for n in names if n not in found]
-    if missing:
-        region = _ancestors(g, missing, set(stops))
-        nodes = sorted({g.producer[n] for n in region if n in g.producer and n not in stops})
-        inits = _kept_initializers(g, region)
-        found |= _inferred_types(g, missing, [g.nodes[i] for i in nodes], stops, inits)
-    return found
-
-
-def _propagated_types(
-    g: _Graph, names: Sequence[str], stops: Mapping[str, onnx.TypeProto], region: Sequence[int] | None
-) -> dict[str, onnx.TypeProto] | None:
-    """The types of ``names`` by exact Python propagation (graphkit.propagate), or None.
-
-    ``region`` is the cut's nodes when its inputs are all typed (they are typed in order);
-    otherwise every node up to the last producer of ``names`` is typed in one forward pass
-    (``_forward_types``). None (then ONNX shape inference runs) when the model declares value_info
-    or sparse initializers (inference merges or reads them), when a node is outside what
-    propagation types exactly, or when the nodes are not in execution order.
-    """
-    if len(g.graph.value_info) or len(g.graph.sparse_initializer):
-        return None
-    opset = next((o.version for o in g.model.lazy_proto.opset_import if o.domain in ("", "ai.onnx")), 0)
-    typer = propagate.Typer(opset)
-    types: dict[str, propagate.FastType] = {}
-    if region is None:
-        if not _forward_types(g, names, stops, typer, types):
-            return None
-    else:
-        steps = _region_steps(g, region, stops, typer, types)
-        if steps is None or not typer.run(steps, types):
-            return None
-    found: dict[str, onnx.TypeProto] = {}
-    protos: dict[propagate.FastType, onnx.TypeProto] = {}  # (shared: callers copy, never change them)
-    for name in names:
-        t = types.get(name)
-        if t is None:
-            return None
-        tp = protos.get(t)
-        if tp is None:
-            tp = protos[t] = propagate.to_type_proto(t)
-        found[name] = tp
-    return found
-
-
-def propagated_types(model: Model, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
-    """The types of the node outputs ``names`` by exact propagation (``graphkit.propagate``), or {}
-    when the model does not suit it (an op it does not type, value_info to merge, unsorted nodes):
-    then ONNX shape inference is the caller's way. Used by split for its boundary tensors."""
-    with paused_gc():
-        return _propagated_types(_Graph(model), names, {}, None) or {}
-
-
-def _outside_type(
-    name: str,
-    stops: Mapping[str, onnx.TypeProto],
-    inits: Mapping[str, onnx.TensorProto],
-    graph_inputs: set[str],
-    g: _Graph,
-) -> propagate.FastType | None:
-    """The type of a tensor read from outside the propagated nodes: a stop, a graph input, a weight."""
-    if name in stops:
-        return propagate.type_of(stops[name])
-    if name in graph_inputs:
-        if name in inits:
-            return None  # an overridable initializer: its type is the input's; left to ONNX
-        return propagate.type_of(next(v.type for v in g.graph.input if v.name == name))
-    tensor = inits.get(name)
-    if tensor is None or not tensor.data_type:
-        return None
-    return tensor.data_type, tuple(tensor.dims[:])
-
-
-_Step = tuple[onnx.NodeProto, str, list[str], str]
-
-
-def _region_steps(
-    g: _Graph,
-    region: Sequence[int],
-    stops: Mapping[str, onnx.TypeProto],
-    typer: propagate.Typer,
-    types: dict[str, propagate.FastType],
-) -> list[_Step] | None:
-    """The cut's nodes as propagation steps, with the types of what they read from outside the cut
-    added to ``types``; None if a node or an outside type is beyond what propagation types."""
-    steps: list[_Step] = []
-    produced: set[str] = set()
-    inits, graph_inputs = g.initializers, g.input_set
-    for i in region:
-        node = g.nodes[i]
-        op = node.op_type
-        outs = g.outputs_of(i)
-        if len(outs) != 1 or not typer.supports(op, node.domain):
-            return None
-        reads = g.reads(i)
-        for r in reads:
-            if r not in produced and r not in types:
-                t = _outside_type(r, stops, inits, graph_inputs, g)
-                if t is None:
-                    return None
-                types[r] = t
-        produced.add(outs[0])
-        steps.append((node, op, reads, outs[0]))
-    return steps
-
-
-def _forward_types(
-    g: _Graph,
-    names: Sequence[str],
-    stops: Mapping[str, onnx.TypeProto],
-    typer: propagate.Typer,
-    types: dict[str, propagate.FastType],
-) -> bool:
-    """Type every node up to the last producer of ``names``, in node-list order, into ``types``.
-
-    One forward pass: each node is typed from its inputs' types (by an earlier node, or as a stop,
-    a graph input or an initializer). In a sorted graph this gives each tensor the type its
-    ancestors determine, exactly as a walk over its ancestors alone would (a node's type depends on
-    nothing else). Cheaper than first finding the ancestors: each node is read once, and only its
-    op, inputs and outputs. Returns whether every name in ``names`` was typed; False at once at
-    the first node propagation cannot type (an op it does not know, an input read before it is
-    made), so a model it does not suit (convolutions, matmuls) costs a few nodes before ONNX shape
-    inference takes over, not a pass over the graph.
-    """
-    starts = [g.producer_of(n) for n in names]
-    if any(p is None for p in starts):
-        return False
-    last = max(p for p in starts if p is not None)
-    for name, tp in stops.items():
-        t = propagate.type_of(tp)
-        if t is not None:
-            types[name] = t
-    inits, graph_inputs = g.initializers, g.input_set
-    outside = set(stops) | graph_inputs
-    nodes = g.nodes
-    supported: dict[str, bool] = {}
-    get, output = types.get, typer.output
-    for i in range(last + 1):
-        node = nodes[i]
-        op = node.op_type
-        ok = supported.get(op)
-        if ok is None:
-            ok = supported[op] = typer.supports(op, "")
-        if not ok or node.domain:
-            return False  # (an op propagation does not type: most likely upstream, so stop at once)
-        ins = []
-        for r in node.input[:]:
-            t = get(r)
-            if t is None:
-                tensor = inits.get(r)
-                if tensor is not None and r not in outside and tensor.data_type:
-                    t = types[r] = (tensor.data_type, tuple(tensor.dims[:]))
-                elif r in outside or tensor is not None:
-                    t = _outside_type(r, stops, inits, graph_inputs, g)
-                    if t is None:
-                        return False
-                    types[r] = t
-                else:
-                    return False  # made later (unsorted), or nowhere
-            ins.append(t)
-        outs = node.output[:]
-        if len(outs) != 1:
-            return False
-        out = output(node, op, tuple(ins))
-        if out is None:
-            return False
-        if outs[0] not in stops:
-            types[outs[0]] = out
-    return all(n in types for n in names)
 
 
 def _type_boundary(
@@ -1079,39 +565,19 @@ def _type_boundary(
     output_flag: str = "--outputs",
     cut_nodes: Sequence[int] | None = None,
 ) -> _Typing:
-    """Type every boundary tensor, or raise naming the one that needs a type from the user.
-
-    Order: the user's types, then the model's (value_info, graph inputs/outputs, initializers), then
-    shape inference, then one run in ONNX Runtime. Inference of the outputs starts from the typed
-    inputs, so a type the user gives for an input also types what is computed from it.
-    """
+    """Type every boundary tensor (the typing engine, ``graphkit._typing``), or raise naming the one
+    that needs a type from the user. Inference of the outputs starts from the typed inputs, so a
+    type the user gives for an input also types what is computed from it."""
     names = list(dict.fromkeys([*inputs, *outputs]))
-    types: dict[str, onnx.TypeProto] = {}
-    source: dict[str, str] = {}
-    for name in names:
-        if name in user:
-            types[name], source[name] = user[name].type_proto(), "user"
-    for name, tp in _known_types(g, [n for n in names if n not in types]).items():
-        types[name], source[name] = tp, "model"
-    for group in (inputs, outputs):
-        pending = [n for n in group if n not in types or not _has_shape(types[n])]
-        if not pending:
-            continue
-        stops = {n: types[n] for n in inputs if n in types and n not in pending}
-        for name, tp in _infer_somehow(g, pending, stops, cut_nodes if group is outputs else None, inputs).items():
-            if name not in types or _has_shape(tp):
-                types[name], source[name] = tp, "inference"
-    pending = [n for n in names if n not in types or not _has_shape(types[n])]
-    if pending and observe:
-        for name, tp in _observed_types(g.model, pending).items():
-            types[name], source[name] = tp, "runtime"
+    given = {name: t.type_proto() for name, t in user.items()}
+    found = tensor_types(g, names, given=given, inputs=inputs, region=cut_nodes, observe=observe)
     notes: list[str] = []
     for name in names:
-        if name not in types:
+        if name not in found.types:
             raise _needs_type(g, name, "--inputs" if name in inputs else output_flag, observe=observe)
-        if not _has_shape(types[name]):
+        if not has_shape(found.types[name]):
             notes.append(f"the shape of {name!r} is unknown (its dtype is known); it is left unranked")
-    return _Typing(types, source, notes)
+    return _Typing(found.types, found.source, notes)
 
 
 def _needs_type(g: _Graph, name: str, flag: str, *, observe: bool) -> UsageError:
@@ -1120,15 +586,6 @@ def _needs_type(g: _Graph, name: str, flag: str, *, observe: bool) -> UsageError
         f"cannot tell the dtype of {name!r} ({flag}), which {g.producer_label(name)} produces: {why}",
         hint=f"give its type, e.g. {flag} '{name}:float32:[1,3,224,224]' (dims may be names or ?)",
     )
-
-
-def _value_info(name: str, tp: onnx.TypeProto, template: onnx.ValueInfoProto | None = None) -> onnx.ValueInfoProto:
-    value = onnx.ValueInfoProto()
-    if template is not None:
-        value.CopyFrom(template)
-    value.name = name
-    value.type.CopyFrom(tp)
-    return value
 
 
 # ---------------------------------------------------------------------------------------- extract
@@ -1226,7 +683,7 @@ def extract_with_report(
     _check_cut_args(model, check, types, observe, inputs=inputs, outputs=outputs)
     done = _extract(model, inputs, outputs, check=check, types=types, observe=observe)
     g, cut, proto = done.graph, done.cut, done.model.lazy_proto
-    kept = [g.initializers[n] for n in cut.initializers if n in g.initializers]
+    kept = [g.dense[n] for n in cut.initializers if n in g.dense]
     return Extraction(
         model=done.model,
         nodes=len(proto.graph.node),
@@ -1351,12 +808,12 @@ def _build_extracted(
     if hasattr(src, "metadata_props"):
         graph.metadata_props.extend(src.metadata_props)
     graph.node.extend([g.nodes[i] for i in cut.nodes])
-    graph.initializer.extend(_kept_initializers(g, cut.initializers))
+    graph.initializer.extend(g.initializers_in(cut.initializers))
     graph.sparse_initializer.extend(s for s in src.sparse_initializer if s.values.name in cut.initializers)
     originals_in = {v.name: v for v in src.input}
     originals_out = {v.name: v for v in src.output}
     for name in inputs:
-        graph.input.append(_value_info(name, types[name], originals_in.get(name)))
+        graph.input.append(value_info_of(name, types[name], originals_in.get(name)))
     given = set(inputs)
     for name in g.inputs:  # overridable defaults (and IR < 4 initializers) stay inputs
         if name in cut.initializers and name not in given:
@@ -1367,7 +824,7 @@ def _build_extracted(
             if tensor.name not in listed:
                 graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
     for name in outputs:
-        graph.output.append(_value_info(name, types[name], originals_out.get(name) or originals_in.get(name)))
+        graph.output.append(value_info_of(name, types[name], originals_out.get(name) or originals_in.get(name)))
     if len(src.value_info) or len(src.quantization_annotation):
         boundary = given | set(outputs)
         kept_tensors = {o for i in cut.nodes for o in g.nodes[i].output if o} | cut.initializers
@@ -1380,13 +837,6 @@ def _build_extracted(
     if reordered:
         toposort_proto(proto)
     return proto, reordered
-
-
-def _kept_initializers(g: _Graph, names: set[str]) -> list[onnx.TensorProto]:
-    """The main graph's initializers named in ``names``, in source order."""
-    if len(g.initializers) != len(g.graph.initializer):  # (duplicate names: keep every copy, as the source has)
-        return [t for t in g.graph.initializer if t.name in names]
-    return [t for name, t in g.initializers.items() if name in names]
 
 
 def _used_functions(source: onnx.ModelProto, graph: onnx.GraphProto) -> list[onnx.FunctionProto]:
@@ -1519,7 +969,7 @@ def _expose(
     proto.CopyFrom(model.lazy_proto)
     templates = {v.name: v for v in model.lazy_proto.graph.value_info}
     for name in new:
-        proto.graph.output.append(_value_info(name, typing.types[name], templates.get(name)))
+        proto.graph.output.append(value_info_of(name, typing.types[name], templates.get(name)))
     result = model.derive(proto)
     if check:
         # As for extract: strict inference only finds a conflict that a stated type could bring.
@@ -1556,7 +1006,7 @@ def _check_tensor_names(g: _Graph, names: Sequence[str]) -> None:
                 "output tensors of If/Loop/Scan bodies",
                 hint=f"expose the outputs of {holder} instead ({', '.join(repr(o) for o in outs)})",
             )
-        suggestion = did_you_mean(name, g.all_names())
+        suggestion = did_you_mean(name, g.tensor_names)
         raise TensorNotFoundError(
             f"no tensor named {name!r} in {g.model.name}",
             hint=suggestion or "run 'python -m graphkit inspect' to list the names",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import heapq
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence, Set
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -18,7 +18,10 @@ import onnx
 
 from graphkit.errors import CycleError
 
-__all__ = ["GraphIndex", "node_label", "paused_gc", "subgraph_outer_reads", "subgraphs", "toposort_proto"]
+__all__ = [
+    "GraphIndex", "graph_tensor_names", "node_label", "node_reads", "paused_gc", "subgraph_outer_reads", "subgraphs",
+    "toposort_proto",
+]
 
 _gc_lock = threading.Lock()
 _gc_pauses = 0
@@ -86,9 +89,64 @@ def subgraph_outer_reads(graph: onnx.GraphProto) -> set[str]:
     return reads
 
 
+def node_reads(node: onnx.NodeProto) -> list[str]:
+    """Every tensor a node reads, once each: its non-empty inputs, then (sorted) the outer-scope
+    tensors its If/Loop/Scan bodies read at any depth. The one answer to "what does this node read"."""
+    names = node.input[:]
+    if "" in names:
+        names = [n for n in names if n]
+    if len(node.attribute):
+        for sub in subgraphs(node):
+            names.extend(sorted(subgraph_outer_reads(sub) - set(names)))
+    return list(dict.fromkeys(names)) if len(names) > 1 else names
+
+
+def graph_tensor_names(graph: onnx.GraphProto) -> set[str]:
+    """Every tensor name of ``graph`` and of its bodies at any depth: defined, read, output or typed."""
+    names: set[str] = set()
+    for each, _ in _walk(graph):
+        names.update(i.name for i in each.input)
+        names.update(t.name for t in each.initializer)
+        names.update(s.values.name for s in each.sparse_initializer)
+        for node in each.node:
+            names.update(node.input)
+            names.update(node.output)
+        names.update(o.name for o in each.output)
+        names.update(v.name for v in each.value_info)
+    names.discard("")
+    return names
+
+
+def _walk(graph: onnx.GraphProto) -> Iterator[tuple[onnx.GraphProto, onnx.NodeProto | None]]:
+    """``graph`` and every body inside it (any depth), each with the node of ``graph``
+    that holds it (None for ``graph`` itself)."""
+    yield graph, None
+    for node in graph.node:
+        if len(node.attribute):
+            for sub in subgraphs(node):
+                for inner, _ in _walk(sub):
+                    yield inner, node
+
+
+def _producers(nodes: Sequence[onnx.NodeProto]) -> dict[str, int]:
+    """The index of the node producing each name; the first producer wins (two make a model invalid)."""
+    outputs = [node.output for node in nodes]
+    if all(len(o) == 1 for o in outputs):  # (the usual case: one C-level zip, no inner loop)
+        names = [o[0] for o in outputs]
+        found = dict(zip(reversed(names), range(len(names) - 1, -1, -1)))
+    else:
+        found = {o: i for i, outs in zip(range(len(outputs) - 1, -1, -1), reversed(outputs)) for o in outs}
+    found.pop("", None)
+    return found
+
+
 @dataclass
 class GraphIndex:
-    """Producers, consumers and definitions of every tensor in one graph.
+    """The one index over a graph: producers, consumers, what each node reads (its bodies'
+    outer-scope reads included), every tensor name, and node lookup by name or position.
+
+    Everything is computed on first use and kept: a pass that needs only the producers never
+    reads a node's inputs.
 
     Args:
         graph: The graph to index (not modified).
@@ -99,6 +157,11 @@ class GraphIndex:
     outer: frozenset[str] = field(default_factory=frozenset)
 
     @cached_property
+    def nodes(self) -> list[onnx.NodeProto]:
+        """The graph's nodes, as a list (indexing a list is cheaper than indexing the proto's field)."""
+        return list(self.graph.node)
+
+    @cached_property
     def initializers(self) -> dict[str, onnx.TensorProto]:
         """Initializer name → TensorProto (sparse initializers included by their values' name)."""
         found = {t.name: t for t in self.graph.initializer}
@@ -107,9 +170,27 @@ class GraphIndex:
         return found
 
     @cached_property
+    def dense(self) -> dict[str, onnx.TensorProto]:
+        """Dense initializers only, name → TensorProto (the first of a name, as ``initializers``)."""
+        found: dict[str, onnx.TensorProto] = {}
+        for t in self.graph.initializer:
+            found.setdefault(t.name, t)
+        return found
+
+    @cached_property
+    def sparse(self) -> dict[str, onnx.SparseTensorProto]:
+        """Sparse initializers, by their values' name."""
+        return {s.values.name: s for s in self.graph.sparse_initializer}
+
+    @cached_property
     def inputs(self) -> list[str]:
         """Graph input names, in order."""
         return [i.name for i in self.graph.input]
+
+    @cached_property
+    def input_set(self) -> frozenset[str]:
+        """Graph input names, as a set."""
+        return frozenset(self.inputs)
 
     @cached_property
     def outputs(self) -> list[str]:
@@ -117,25 +198,45 @@ class GraphIndex:
         return [o.name for o in self.graph.output]
 
     @cached_property
+    def output_set(self) -> frozenset[str]:
+        """Graph output names, as a set."""
+        return frozenset(self.outputs)
+
+    @cached_property
     def producer(self) -> dict[str, int]:
         """Tensor name → index of the node that produces it (the first, if several do)."""
-        found: dict[str, int] = {}
-        for i, node in enumerate(self.graph.node):
-            for name in node.output:
-                if name:
-                    found.setdefault(name, i)
+        return _producers(self.nodes)
+
+    @cached_property
+    def located(self) -> dict[str, int]:
+        """Producers found by a partial scan (extract's backward cut) before ``producer`` is built."""
+        return {}
+
+    def producer_of(self, name: str) -> int | None:
+        """The producing node of ``name``, from ``located`` when a scan found it, else ``producer``."""
+        found = self.located.get(name)
+        return found if found is not None else self.producer.get(name)
+
+    def outputs_of(self, i: int) -> list[str]:
+        """The non-empty output names of node ``i``."""
+        return [o for o in self.nodes[i].output if o]
+
+    def reads(self, i: int) -> list[str]:
+        """Every tensor node ``i`` reads (``node_reads``), computed once per node, on first use."""
+        cache = self._reads
+        found = cache.get(i)
+        if found is None:
+            found = cache[i] = node_reads(self.nodes[i])
         return found
+
+    @cached_property
+    def _reads(self) -> dict[int, list[str]]:
+        return {}
 
     @cached_property
     def node_reads(self) -> list[list[str]]:
         """For each node, every tensor it reads: its inputs and its subgraphs' outer-scope reads."""
-        reads: list[list[str]] = []
-        for node in self.graph.node:
-            names = [n for n in node.input if n]
-            for sub in subgraphs(node):
-                names.extend(sorted(subgraph_outer_reads(sub) - set(names)))
-            reads.append(list(dict.fromkeys(names)))
-        return reads
+        return [self.reads(i) for i in range(len(self.nodes))]
 
     @cached_property
     def consumers(self) -> dict[str, list[int]]:
@@ -156,28 +257,85 @@ class GraphIndex:
 
     @cached_property
     def nodes_by_name(self) -> dict[str, int]:
-        """Node name → index, for named nodes."""
-        return {node.name: i for i, node in enumerate(self.graph.node) if node.name}
+        """Node name → index, for named nodes (the first, if several share a name)."""
+        found: dict[str, int] = {}
+        for i, node in enumerate(self.nodes):
+            if node.name:
+                found.setdefault(node.name, i)
+        return found
+
+    def node_index(self, ref: str | int) -> int | None:
+        """The position of a node given by name, by position (an int, or ``#3``), or None."""
+        if isinstance(ref, int):
+            return ref if 0 <= ref < len(self.nodes) else None
+        found = self.nodes_by_name.get(ref)
+        if found is None and ref.startswith("#") and ref[1:].isdigit() and int(ref[1:]) < len(self.nodes):
+            return int(ref[1:])
+        return found
 
     @cached_property
     def tensor_names(self) -> list[str]:
-        """Every tensor name the graph defines or reads, inputs first, then in node order."""
+        """Every tensor name of the main graph: inputs and initializers first, then in node order
+        (what nodes read and make), then graph outputs; bodies' own names are not included."""
         names: dict[str, None] = dict.fromkeys(self.inputs)
         names.update(dict.fromkeys(self.initializers))
-        for node in self.graph.node:
-            names.update(dict.fromkeys(n for n in node.input if n))
-            names.update(dict.fromkeys(n for n in node.output if n))
+        for node in self.nodes:
+            names.update(dict.fromkeys(node.input))
+            names.update(dict.fromkeys(node.output))
+        names.update(dict.fromkeys(self.outputs))
+        names.pop("", None)
         return list(names)
+
+    @cached_property
+    def all_tensor_names(self) -> frozenset[str]:
+        """Every tensor name of the graph and its bodies at any depth (``graph_tensor_names``)."""
+        return frozenset(graph_tensor_names(self.graph))
+
+    def body_owner(self, name: str) -> int | None:
+        """The main-graph node whose body (at any depth) defines ``name`` (a node output or a body
+        input), or None: for errors that explain why such a name cannot be used from outside."""
+        for i, node in enumerate(self.nodes):
+            if not len(node.attribute):
+                continue
+            for sub in subgraphs(node):
+                for inner, _ in _walk(sub):
+                    if any(name in n.output for n in inner.node) or any(v.name == name for v in inner.input):
+                        return i
+        return None
+
+    def upstream(self, start: Iterable[str], stop: Set[str] = frozenset()) -> set[str]:
+        """Every tensor ``start`` depends on (themselves included), not walking past ``stop``."""
+        found: set[str] = set()
+        stack = list(start)
+        producer, reads = self.producer, self.reads
+        while stack:
+            name = stack.pop()
+            if name in found:
+                continue
+            found.add(name)
+            if name in stop:
+                continue
+            i = producer.get(name)
+            if i is not None:
+                stack.extend(reads(i))
+        return found
+
+    def initializers_in(self, names: Set[str]) -> list[onnx.TensorProto]:
+        """The dense initializers named in ``names``, in source order (every copy of a duplicate name)."""
+        if len(self.dense) != len(self.graph.initializer):
+            return [t for t in self.graph.initializer if t.name in names]
+        return [t for name, t in self.dense.items() if name in names]
 
     def defines(self, name: str) -> bool:
         """Whether the graph (or its outer scope) defines ``name``."""
-        return name in self.producer or name in self.initializers or name in set(self.inputs) or name in self.outer
+        return name in self.producer or name in self.initializers or name in self.input_set or name in self.outer
 
     def dependencies(self) -> list[list[int]]:
         """For each node, the indices of the nodes producing what it reads."""
         deps: list[list[int]] = []
+        producer = self.producer
         for names in self.node_reads:
-            found = {self.producer[n] for n in names if n in self.producer}
+            found = {producer[n] for n in names if n in producer}
             deps.append(sorted(found))
         return deps
 
@@ -245,7 +403,7 @@ class GraphIndex:
         return list(candidates[:1])
 
     def _cycle_step(self, i: int) -> str:
-        node = self.graph.node[i]
+        node = self.nodes[i]
         outs = ", ".join(repr(o) for o in node.output if o)
         return f"{node_label(node, i)} [{outs}]"
 

@@ -1,4 +1,4 @@
-"""ONNX Runtime sessions, feeds and run. The only importer of onnxruntime in graphkit.
+"""Feeds and run on ONNX Runtime sessions (``graphkit._ort`` owns the onnxruntime import).
 
 Models with external weights run from where their weights lie: the session reads the ModelProto from
 memory and the weights from the model's folder (``session.model_external_initializers_file_folder_path``),
@@ -11,35 +11,31 @@ change when another input is given from a file or when the inputs are listed in 
 from __future__ import annotations
 
 import logging
-import re
 import time
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 
 from graphkit import _check_args as argcheck
-from graphkit._numbers import MAX_THREADS_PER_CORE, check_int, max_threads
+from graphkit import _ort
+from graphkit._numbers import max_threads
 from graphkit._options import FeedOptions, OptLevel, Provider
 from graphkit.errors import (
     FeedError,
-    RuntimeFailure,
     TensorNotFoundError,
-    UsageError,
     not_found,
 )
 from graphkit.graph import GraphIndex
-from graphkit.io import runtime_bytes
 from graphkit.model import Model
 from graphkit.summary import TensorSig
 from graphkit.validate import require_sound
 
 if TYPE_CHECKING:
-    import onnxruntime as ort
+    pass
 
 __all__ = [
     "OPT_LEVELS",
@@ -54,111 +50,20 @@ __all__ = [
     "run",
     "run_detailed",
     "session",
+    "as_value",
     "tensor_stats",
+    "value_nbytes",
 ]
 
 log = logging.getLogger(__name__)
 
-#: Optimization level → the name of its ``onnxruntime.GraphOptimizationLevel`` member.
-OPT_LEVELS = {
-    "disable": "ORT_DISABLE_ALL",
-    "basic": "ORT_ENABLE_BASIC",
-    "extended": "ORT_ENABLE_EXTENDED",
-    "all": "ORT_ENABLE_ALL",
-}
-PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
+OPT_LEVELS = _ort.OPT_LEVELS
+PROVIDERS = _ort.PROVIDERS
 
 
-# --------------------------------------------------------------------------------------- sessions
-
-
-def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", threads: int = 0) -> ort.InferenceSession:
-    """An ONNX Runtime session for ``model``, reading external weights from the model's folder.
-
-    Args:
-        model: The model to load.
-        provider: "cpu", "cuda", "tensorrt" or a full ONNX Runtime provider name.
-        opt_level: Graph optimization level: disable, basic, extended or all.
-        threads: Intra-op threads (0: ONNX Runtime's default).
-
-    Raises:
-        UsageError: Unknown optimization level, a provider this ONNX Runtime does not have, or more
-            threads than a small multiple of the cores.
-        RuntimeFailure: ONNX Runtime refuses the model (the message names what it says).
-    """
-    if opt_level not in OPT_LEVELS:
-        raise UsageError(f"unknown optimization level {opt_level!r}", hint="use one of " + ", ".join(OPT_LEVELS))
-    ort = _onnxruntime()
-    full_provider = PROVIDERS.get(provider.lower(), provider)
-    available = ort.get_available_providers()
-    if full_provider not in available:
-        raise UsageError(
-            f"ONNX Runtime here has no provider {provider!r}",
-            hint="available: " + ", ".join(available) + " (install onnxruntime-gpu for cuda)",
-        )
-    if isinstance(threads, bool) or not isinstance(threads, int):
-        raise UsageError(f"threads must be a whole number, not {threads!r}", hint="pass threads=0 for ONNX Runtime's default")
-    check_int(threads, what="threads", lo=0, hi=max_threads(),
-              hint=f"use at most {MAX_THREADS_PER_CORE} threads per core (0: ONNX Runtime's default)")
-    options = ort.SessionOptions()
-    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, OPT_LEVELS[opt_level])
-    options.log_severity_level = _runtime_log_severity()
-    if threads:
-        options.intra_op_num_threads = threads
-    data, folder = runtime_bytes(model)  # (checks every external tensor first)
-    if folder is not None:
-        options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
-    try:
-        return ort.InferenceSession(data, options, providers=[full_provider])
-    except Exception as err:  # onnxruntime raises its own exception types
-        raise RuntimeFailure(
-            f"ONNX Runtime cannot load {model.name}: {_first_line(err)}",
-            hint="run 'python -m graphkit check' on the model; custom-domain ops need their library",
-        ) from err
-
-
-def _onnxruntime() -> ModuleType:
-    """The onnxruntime module, imported on first use (importing it costs ~0.1 s; most verbs never run it)."""
-    import onnxruntime
-
-    return onnxruntime
-
-
-def _runtime_log_severity() -> int:
-    """ONNX Runtime's own log lines (printed to stderr by its C++ logger, before graphkit can report the
-    error they describe) are shown only when graphkit's log shows info (``-v``): warnings and up then,
-    else fatal only, so a failure reaches the user as graphkit's one line and hint."""
-    return 2 if log.isEnabledFor(logging.INFO) else 4
-
-
-_RUNTIME_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
-_ALLOCATION = re.compile(r"Failed to allocate memory for requested buffer of size (\d+)")
-
-
-def _first_line(err: BaseException) -> str:
-    text = _RUNTIME_PREFIX.sub("", str(err).strip())
-    return text.splitlines()[0] if text else type(err).__name__
-
-
-def _run_session(sess: ort.InferenceSession, names: list[str], feeds: Mapping[str, np.ndarray], label: str) -> list[Any]:
-    try:
-        return list(sess.run(names, dict(feeds)))
-    except MemoryError as err:
-        raise RuntimeFailure(f"out of memory running {label}",
-                             hint="give smaller inputs (--shape, --dim) or run it in fragments (split)") from err
-    except Exception as err:  # onnxruntime raises its own exception types
-        allocation = _ALLOCATION.search(str(err))
-        if allocation:
-            node = re.search(r"running (\w+) node\. Name:'([^']*)'", str(err))
-            where = f" in node {node.group(2)!r} ({node.group(1)})" if node else ""
-            raise RuntimeFailure(
-                f"ONNX Runtime ran out of memory running {label}{where}: it asked for {int(allocation.group(1))} bytes",
-                hint="give smaller inputs (--shape, --dim), or check the shapes the node computes",
-            ) from err
-        raise RuntimeFailure(
-            f"ONNX Runtime failed running {label}: {_first_line(err)}",
-            hint="check the input shapes and values; run 'python -m graphkit check' on the model",
-        ) from err
+#: An ONNX Runtime session for a model (``graphkit._ort`` is the one place that imports onnxruntime).
+session = _ort.session
+_run_session = _ort.run_session
 
 
 # ------------------------------------------------------------------------------------------ feeds
@@ -630,7 +535,22 @@ def run_fragment(model: Model, feeds: Mapping[str, np.ndarray], outputs: Sequenc
     """
     target, wanted = _with_outputs(model, outputs)
     values = _run_session(session(target, opt_level=opt_level), wanted, feeds, model.name)
-    return {name: np.asarray(v) for name, v in zip(wanted, values)}
+    return {name: as_value(v) for name, v in zip(wanted, values)}
+
+
+def as_value(value: Any) -> Any:
+    """A value ONNX Runtime returned, as graphkit hands it on: an array for a tensor; a sequence
+    (list) or map (dict) as it is, so it can be fed back where a sequence or map is expected."""
+    return value if isinstance(value, (list, dict)) else np.asarray(value)
+
+
+def value_nbytes(value: Any) -> int:
+    """Bytes held by a tensor, or by the tensors in a sequence or map."""
+    if isinstance(value, list):
+        return sum(value_nbytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(value_nbytes(v) for v in value.values())
+    return int(np.asarray(value).nbytes)
 
 
 def _with_outputs(model: Model, outputs: Sequence[str] | None) -> tuple[Model, list[str]]:

@@ -35,9 +35,9 @@ from graphkit import _check_args as argcheck
 from graphkit import _write, io
 from graphkit._files import check_regular, exists, is_dir, read_data
 from graphkit._options import Balance
+from graphkit._typing import Source, tensor_types, value_info_of
 from graphkit.errors import (
     CorruptModelError,
-    GraphkitError,
     InvalidModelError,
     ModelNotFoundError,
     TensorNotFoundError,
@@ -45,8 +45,8 @@ from graphkit.errors import (
     WriteError,
     not_found,
 )
-from graphkit.graph import GraphIndex, node_label, paused_gc, subgraphs
-from graphkit.model import Model, is_external, iter_graphs, iter_tensors
+from graphkit.graph import GraphIndex, node_label, paused_gc
+from graphkit.model import Model, iter_graphs, iter_tensors
 from graphkit.summary import TensorSig, dtype_name
 from graphkit.validate import check_or_raise, require_sound
 
@@ -60,8 +60,6 @@ VERSION = 1
 BALANCES = ("nodes", "weights")
 #: How far (as a share of one part) a cut may move from its balanced position to find fewer crossing tensors.
 _WINDOW = 0.25
-#: Weights up to this many bytes stay in the model given to shape inference (shape constants live there).
-_SMALL_WEIGHT = 4096
 
 
 # ------------------------------------------------------------------------------------------ results
@@ -280,7 +278,7 @@ def split(
         raise UsageError("give either cut tensors (at / --at) or a number of parts (parts / --parts)",
                          hint="e.g. --at /convs1/convs1.2/Conv_output_0, or --parts 3")
     require_sound(model)
-    index = GraphIndex(model.lazy_proto.graph)
+    index = Source(model)
     order = index.topological_order()
     if not order:
         raise UsageError(f"{model.name} has no nodes to split", hint="nothing to do")
@@ -331,22 +329,14 @@ def _check_cut(model: Model, index: GraphIndex, name: str, seen: set[str]) -> No
         kind = "graph input" if name in set(index.inputs) else "initializer"
         raise UsageError(f"cannot cut at {name!r}: it is a {kind} of {model.name}, so no node computes it",
                          hint="cut at a tensor a node computes (python -m graphkit inspect lists the names)")
-    owner = _subgraph_owner(model.lazy_proto.graph, name)
-    if owner is not None:
+    holder = index.body_owner(name)
+    if holder is not None:
+        owner = node_label(index.nodes[holder], holder)
         raise UsageError(
             f"cannot cut at {name!r}: it lives inside the body of {owner}, which runs as one node",
             hint="cut at that node's output instead",
         )
     raise not_found(TensorNotFoundError, "tensor", name, index.producer, where=model.name)
-
-
-def _subgraph_owner(graph: onnx.GraphProto, name: str) -> str | None:
-    for i, node in enumerate(graph.node):
-        for body in subgraphs(node):
-            for sub, _ in iter_graphs(body):
-                if any(name in n.output for n in sub.node) or name in {v.name for v in sub.input}:
-                    return node_label(node, i)
-    return None
 
 
 def _ancestors(start: int, deps: Sequence[Sequence[int]]) -> set[int]:
@@ -478,7 +468,7 @@ def _choose_bounds(weights: list[float], crossing: list[int], parts: int) -> lis
 # ------------------------------------------------------------------------------------- fragments
 
 
-def _build(model: Model, index: GraphIndex, groups: list[list[int]], method: dict[str, Any], *, check: bool) -> Split:
+def _build(model: Model, index: Source, groups: list[list[int]], method: dict[str, Any], *, check: bool) -> Split:
     where = {node: i for i, group in enumerate(groups) for node in group}
     outputs_set = set(index.outputs)
     plans = []
@@ -542,89 +532,23 @@ def _boundary(
     return ins, inits, outs
 
 
-def _types(model: Model, index: GraphIndex, names: set[str]) -> tuple[dict[str, onnx.ValueInfoProto], set[str]]:
-    """A typed ValueInfoProto for every boundary tensor, and the names whose type was stated rather
-    than derived from the nodes: value_info (stated, but for the graph's own inputs and outputs),
-    else exact propagation, else shape inference, else a run (stated)."""
-    typed = {n: v for n, v in index.value_info.items() if _has_type(v)}
-    declared = {v.name for v in model.lazy_proto.graph.input} | {v.name for v in model.lazy_proto.graph.output}
-    stated = {n for n in names if n in typed and n not in declared}
-    missing = {n for n in names if n not in typed}
-    made = sorted(n for n in missing if n in index.producer)
-    if made:
-        from graphkit.extract import propagated_types  # (split's one use of extract's typing)
-
-        found = propagated_types(model, made)
-        typed.update({n: onnx.helper.make_value_info(n, tp) for n, tp in found.items()})
-        missing -= set(found)
-    if missing:
-        typed.update({n: v for n, v in _inferred(model).items() if n in missing and _has_type(v)})
-        missing -= set(typed)
-    if missing:
-        typed.update(_observed(model, sorted(missing)))
-        stated |= missing
-    return typed, stated
-
-
-def _has_type(value: onnx.ValueInfoProto) -> bool:
-    kind = value.type.WhichOneof("value")
-    if kind == "tensor_type":  # graph inputs and outputs need a dtype and a rank
-        return value.type.tensor_type.elem_type != 0 and value.type.tensor_type.HasField("shape")
-    return kind is not None
-
-
-def _inferred(model: Model) -> dict[str, onnx.ValueInfoProto]:
-    try:
-        inferred = onnx.shape_inference.infer_shapes(_structure(model.lazy_proto), strict_mode=False, data_prop=True)
-    except (onnx.shape_inference.InferenceError, ValueError, RuntimeError) as err:
-        log.info("shape inference failed on %s: %s", model.name, err)
-        return {}
-    found = {v.name: v for v in inferred.graph.value_info}
-    found.update({v.name: v for v in inferred.graph.output})
-    return found
-
-
-def _structure(src: onnx.ModelProto) -> onnx.ModelProto:
-    """The model for shape inference: large inline weights become typed graph inputs (values unread),
-    small ones (shape constants, which inference may need) stay."""
-    proto = onnx.ModelProto()
-    proto.ir_version = src.ir_version
-    proto.opset_import.extend(src.opset_import)
-    proto.functions.extend(src.functions)
-    graph = proto.graph
-    graph.name = src.graph.name
-    graph.node.extend(src.graph.node)
-    graph.input.extend(src.graph.input)
-    graph.output.extend(src.graph.output)
-    graph.value_info.extend(src.graph.value_info)
-    graph.sparse_initializer.extend(src.graph.sparse_initializer)
-    listed = {v.name for v in src.graph.input}
-    for tensor in src.graph.initializer:
-        if io.tensor_nbytes(tensor) <= _SMALL_WEIGHT or is_external(tensor):
-            graph.initializer.append(tensor)
-        elif tensor.name not in listed:
-            graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
-    return proto
-
-
-def _observed(model: Model, names: list[str]) -> dict[str, onnx.ValueInfoProto]:
-    """Types of ``names`` seen in one ONNX Runtime run of the model on generated inputs."""
-    from graphkit.run import run
-
-    log.info("running %s once to learn the types of %s", model.name, ", ".join(names))
-    try:
-        values = run(model, outputs=names, opt_level="disable")
-    except GraphkitError as err:
+def _types(model: Model, index: Source, names: set[str]) -> tuple[dict[str, onnx.ValueInfoProto], set[str]]:
+    """A typed ValueInfoProto for every boundary tensor (the typing engine, ``graphkit._typing``), and
+    the names whose type was stated rather than derived from the nodes: declared in value_info (but
+    for the graph's own inputs and outputs) or observed in a run."""
+    found = tensor_types(index, sorted(names))
+    untyped = sorted(n for n in names if n not in found.types)
+    if untyped:
+        why = f"running the model failed ({found.runtime_error})" if found.runtime_error else "it has no tensor value"
         raise InvalidModelError(
-            f"cannot tell the dtype of {', '.join(repr(n) for n in names)} in {model.name}: no value_info, "
-            f"shape inference does not know, and running the model failed ({err.message})",
+            f"cannot tell the dtype of {', '.join(repr(n) for n in untyped)} in {model.name}: no value_info, "
+            f"shape inference does not know, and {why}",
             hint="cut elsewhere, or add value_info for these tensors (python -m graphkit edit)",
-        ) from err
-    found = {}
-    for name, value in values.items():
-        elem = onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
-        found[name] = onnx.helper.make_tensor_value_info(name, elem, [None] * value.ndim)
-    return found
+        )
+    declared = index.input_set | index.output_set
+    stated = {n for n, how in found.source.items()
+              if how == "runtime" or (how == "model" and n not in declared and n not in index.initializers)}
+    return {n: value_info_of(n, tp) for n, tp in found.types.items()}, stated
 
 
 def _sig(types: dict[str, onnx.ValueInfoProto], name: str) -> tuple[str, list[int | str | None] | None]:

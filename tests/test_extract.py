@@ -10,6 +10,7 @@ import pytest
 from conftest import fixture
 
 import graphkit as gk
+from graphkit import _ort
 from graphkit.extract import TensorType, parse_tensor_spec
 
 C12 = "/convs1/convs1.2/Conv_output_0"
@@ -200,13 +201,23 @@ def _contrib_model(batch: str | int = "batch") -> gk.Model:
     return b.build()
 
 
-def test_boundaries_shape_inference_cannot_type_are_observed_in_onnx_runtime() -> None:
+def test_boundaries_shape_inference_cannot_type_are_observed_in_onnx_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_ort, "symbolic_shapes", lambda proto: None)  # (as without sympy)
     model = _contrib_model()
     report = gk.extract_with_report(model, ["h"], ["y"])
     assert report.typed_by["h"] == "runtime"
     assert report.inputs[0].dtype == "float32"
-    assert report.inputs[0].shape == [None, 4]  # the batch dim changed with the input's: left dynamic
+    # One run proves no size: every dim is symbolic, with a fresh name.
+    assert report.inputs[0].shape == ["unk_1", "unk_2"]
     assert_same_values(model, report.model)
+
+
+def test_boundaries_onnx_cannot_type_are_typed_by_onnx_runtimes_symbolic_inference() -> None:
+    pytest.importorskip("sympy")
+    model = _contrib_model()
+    report = gk.extract_with_report(model, ["h"], ["y"])
+    assert report.typed_by["h"] == "inference"
+    assert report.inputs[0].shape == ["batch", 4]
 
 
 def test_custom_ops_nothing_can_type_ask_the_user_for_the_type() -> None:

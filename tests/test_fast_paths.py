@@ -21,7 +21,7 @@ from conftest import LIGHT, fixture
 from onnx import TensorProto, helper
 
 import graphkit as gk
-from graphkit import propagate
+from graphkit import _typing, propagate
 
 gx = importlib.import_module("graphkit.extract")
 
@@ -203,7 +203,7 @@ def test_the_backward_scan_cut_equals_the_full_walk(sort: bool) -> None:
 @pytest.fixture
 def no_fast_paths(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(gx, "_scan_cut", lambda *a: None)
-    monkeypatch.setattr(gx, "_propagated_types", lambda *a: None)
+    monkeypatch.setattr(_typing, "_propagated_types", lambda *a: None)
     yield
 
 
@@ -211,7 +211,7 @@ def _both(model: gk.Model, inputs: list[str], outputs: list[str], monkeypatch: p
     fast = gx.extract_with_report(model, inputs, outputs)
     with monkeypatch.context() as m:
         m.setattr(gx, "_scan_cut", lambda *a: None)
-        m.setattr(gx, "_propagated_types", lambda *a: None)
+        m.setattr(_typing, "_propagated_types", lambda *a: None)
         slow = gx.extract_with_report(model, inputs, outputs)
     assert fast.typed_by == slow.typed_by
     assert fast.unused_inputs == slow.unused_inputs and fast.notes == slow.notes
@@ -363,8 +363,8 @@ def test_propagation_stops_at_the_first_node_it_cannot_type(monkeypatch: pytest.
 
     g.nodes = Spy(g.nodes)
     g.located["/s3/out"] = next(i for i, n in enumerate(proto.graph.node) if n.output[0] == "/s3/out")
-    typer = gx.propagate.Typer(17)
-    assert not gx._forward_types(g, ["/s3/out"], {}, typer, {})
+    typer = propagate.Typer(17)
+    assert not _typing._forward_types(g, ["/s3/out"], {}, typer, {})
     assert seen == [0]
 
 
@@ -406,7 +406,7 @@ def test_fast_and_general_paths_agree_on_mutated_models(monkeypatch: pytest.Monk
         fast = _outcome(model, inputs, outputs)
         with monkeypatch.context() as m:
             m.setattr(gx, "_scan_cut", lambda *a: None)
-            m.setattr(gx, "_propagated_types", lambda *a: None)
+            m.setattr(_typing, "_propagated_types", lambda *a: None)
             slow = _outcome(model, inputs, outputs)
         assert fast == slow, (inputs, outputs, fast[:2], slow[:2])
         compared += 1

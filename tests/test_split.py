@@ -12,6 +12,7 @@ import pytest
 from conftest import FIXTURES, LIGHT, digest, fixture
 
 import graphkit as gk
+from graphkit import _ort, _typing
 from graphkit.graph import GraphIndex
 from graphkit.model import iter_initializers
 from graphkit.split import MANIFEST
@@ -144,11 +145,21 @@ def test_outer_reads_of_a_body_become_fragment_inputs() -> None:
     assert_chain_matches(model, result)
 
 
-def test_loop_output_without_inferred_rank_is_typed_by_one_run() -> None:
+def test_loop_output_without_inferred_rank_is_typed_by_one_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_ort, "symbolic_shapes", lambda proto: None)  # (as without sympy)
     model = gk.load(fixture("loop_scan.onnx"))
     result = gk.split(model, at=["loop_acc"])
     port = next(p for p in result[0].outputs if p.name == "loop_acc")
-    assert port.dtype == "float32" and port.shape == [None]
+    assert port.dtype == "float32" and port.shape == ["unk_1"]  # one run proves no size
+    assert_chain_matches(model, result)
+
+
+def test_loop_output_onnx_leaves_unranked_is_sized_by_symbolic_inference() -> None:
+    pytest.importorskip("sympy")
+    model = gk.load(fixture("loop_scan.onnx"))
+    result = gk.split(model, at=["loop_acc"])
+    port = next(p for p in result[0].outputs if p.name == "loop_acc")
+    assert port.dtype == "float32" and port.shape == [3]  # the loop carries a [3] tensor
     assert_chain_matches(model, result)
 
 
@@ -386,8 +397,6 @@ def _elementwise_chain(stages: int = 5) -> gk.Model:
 @pytest.mark.parametrize("source", ["chain", "whole_model.onnx", "if_outer_scope.onnx", *sorted(
     p.name for p in LIGHT.glob("*.onnx"))[:4]])
 def test_propagated_boundary_types_equal_shape_inference(source: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib
-
     if source == "chain":
         model = _elementwise_chain()
     elif (LIGHT / source).exists():
@@ -395,13 +404,12 @@ def test_propagated_boundary_types_equal_shape_inference(source: str, monkeypatc
     else:
         model = gk.load(fixture(source))
     parts = min(3, len(model.graph.node))
-    extract_module = importlib.import_module("graphkit.extract")
-    real, typed = extract_module.propagated_types, []
-    monkeypatch.setattr(extract_module, "propagated_types", lambda *a: typed.append(real(*a)) or typed[-1])
+    real, typed = _typing._propagated_types, []
+    monkeypatch.setattr(_typing, "_propagated_types", lambda *a: typed.append(real(*a)) or typed[-1])
     fast = [f.model.proto.SerializeToString() for f in gk.split(model, parts=parts)]
     if source == "chain":
         assert typed and typed[0]  # (propagation typed the boundaries here)
-    monkeypatch.setattr(extract_module, "propagated_types", lambda *a: {})
+    monkeypatch.setattr(_typing, "_propagated_types", lambda *a: None)
     slow = [f.model.proto.SerializeToString() for f in gk.split(model, parts=parts)]
     assert fast == slow
 

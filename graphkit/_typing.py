@@ -1,0 +1,759 @@
+"""The one typing engine: the dtype and shape of named tensors of a model's main graph.
+
+``tensor_types`` answers "the types of these tensors" for every verb (extract and expose, split's
+boundaries, edit's re-inference, compare's captured values), from the cheapest source that can
+tell, in this order:
+
+1. what the model declares: value_info, graph inputs and outputs, initializers;
+2. exact propagation in Python for elementwise chains (``graphkit.propagate``);
+3. ONNX shape inference with data propagation, on a ``weightless`` copy of as little of the graph
+   as is needed;
+4. where ONNX leaves a dim unknown, ONNX Runtime's symbolic shape inference (when the installed
+   onnxruntime has it and sympy is there), which sizes dims as expressions of the input dims;
+5. last, one observed run in ONNX Runtime on generated inputs, for dtype and rank only.
+
+Dynamic dims stay symbolic: a dim is fixed only when inference proves its size. A dim no step can
+size is given a fresh name (``unk_1``), never a size seen in one run: a stage that divides a
+dynamic dim by 8 gives the same size at inputs of 1 and 2, yet a different one at 16. Sequence,
+map and optional values are types like any other.
+
+Weights are never read: the copies given to inference hold only what it may read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from graphkit import _ort, propagate
+from graphkit.errors import GraphkitError
+from graphkit.graph import GraphIndex, node_reads, subgraphs
+from graphkit.model import Model
+
+__all__ = ["Source", "Typing", "has_dtype", "has_shape", "tensor_types", "value_info_of", "weightless"]
+
+log = logging.getLogger(__name__)
+
+#: Where a type came from: given by the caller, declared by the model, inferred (propagation, ONNX
+#: or ONNX Runtime's symbolic inference), or observed in one ONNX Runtime run.
+SOURCES = ("user", "model", "inference", "runtime")
+
+
+class Source(GraphIndex):
+    """A model's main-graph index as the typing engine reads it: the index, the model (opsets,
+    functions, weights' folder) and whether the exact-propagation fast path may be tried.
+
+    Verbs that index the model anyway build one (or a subclass) and pass it, so typing reuses
+    their producers and reads instead of indexing again.
+    """
+
+    def __init__(self, model: Model, *, fast: bool = True) -> None:
+        super().__init__(model.lazy_proto.graph)
+        self.model = model
+        #: Whether the fast paths (exact propagation; extract's backward-scan cut) may be tried.
+        self.fast = fast
+
+
+@dataclass(frozen=True)
+class Typing:
+    """The types ``tensor_types`` found.
+
+    Attributes:
+        types: Name → TypeProto, for every name it could type (shared: copy before changing one).
+        source: Name → where its type came from (one of ``SOURCES``).
+        runtime_error: Why the observed run failed, when one was needed and failed.
+    """
+
+    types: dict[str, onnx.TypeProto]
+    source: dict[str, str] = field(default_factory=dict)
+    runtime_error: str = ""
+
+
+def tensor_types(
+    model: Model | Source,
+    names: Sequence[str],
+    *,
+    given: Mapping[str, onnx.TypeProto] | None = None,
+    inputs: Sequence[str] = (),
+    region: Sequence[int] | None = None,
+    declared: bool = True,
+    observe: bool = True,
+) -> Typing:
+    """The types of ``names`` (tensors of the main graph), each from the first source that tells.
+
+    Args:
+        model: The model, or its ``Source`` index (reused, with its fast-path setting).
+        names: The tensors to type.
+        given: Types fixed by the caller (a user's); they also type what is inferred from them.
+        inputs: Tensors that act as inputs (a cut's): once typed, inference of the other names
+            starts from them instead of from what computes them.
+        region: The node indices that compute the other names from ``inputs`` (a cut), if known.
+        declared: Use the types the model declares (value_info, inputs, outputs); False infers
+            afresh (after an edit that made them stale). Initializers' types are always used.
+        observe: When inference leaves a name untyped or unranked, run the model once in ONNX
+            Runtime to observe its dtype and rank.
+
+    Returns:
+        The types found; a name no source can type is absent. Unknown dims are named, never sized.
+    """
+    g = model if isinstance(model, Source) else Source(model)
+    names = list(dict.fromkeys(names))
+    types: dict[str, onnx.TypeProto] = {}
+    source: dict[str, str] = {}
+    for name, tp in (given or {}).items():
+        if name in names:
+            types[name], source[name] = tp, "user"
+    for name, tp in _known_types(g, [n for n in names if n not in types], declared=declared).items():
+        types[name], source[name] = tp, "model"
+    wanted_inputs = set(inputs)
+    first = [n for n in names if n in wanted_inputs]
+    rest = [n for n in names if n not in wanted_inputs]
+    for group, cut in ((first, None), (rest, region)):
+        pending = [n for n in group if n not in types or not has_shape(types[n])]
+        if not pending:
+            continue
+        stops = {n: types[n] for n in inputs if n in types and n not in pending}
+        found = _infer_somehow(g, pending, stops, cut, inputs, value_info=declared)
+        for name, tp in found.items():
+            if name not in types or has_shape(tp):
+                types[name], source[name] = tp, "inference"
+        vague = [n for n in pending if n not in types or not _fully_shaped(types[n])]
+        if vague:
+            for name, tp in _symbolic_types(g, vague, stops, cut, inputs, value_info=declared).items():
+                if name not in types or _better(tp, types[name]):
+                    types[name], source[name] = tp, "inference"
+    pending = [n for n in names if n not in types or not has_shape(types[n])]
+    error = ""
+    if pending and observe:
+        observed, error = _observed_types(g.model, pending)
+        for name, tp in observed.items():
+            if name not in types or not has_shape(types[name]):
+                types[name], source[name] = tp, "runtime"
+    _name_unknown_dims(g, types, [n for n in names if source.get(n) in ("inference", "runtime")])
+    return Typing(types, source, error)
+
+
+def has_dtype(tp: onnx.TypeProto) -> bool:
+    """Whether ``tp`` is a type at all (a tensor type needs an element type)."""
+    kind = tp.WhichOneof("value")
+    if kind == "tensor_type":
+        return tp.tensor_type.elem_type != 0
+    return kind is not None
+
+
+def has_shape(tp: onnx.TypeProto) -> bool:
+    """Whether ``tp`` is ranked (tensor types) or a type at all (sequences, maps, optionals)."""
+    if tp.WhichOneof("value") == "tensor_type":
+        return tp.tensor_type.HasField("shape")
+    return tp.WhichOneof("value") is not None
+
+
+def value_info_of(name: str, tp: onnx.TypeProto, template: onnx.ValueInfoProto | None = None) -> onnx.ValueInfoProto:
+    """A ValueInfoProto of ``name`` with type ``tp`` (and ``template``'s doc string and metadata)."""
+    value = onnx.ValueInfoProto()
+    if template is not None:
+        value.CopyFrom(template)
+    value.name = name
+    value.type.CopyFrom(tp)
+    return value
+
+
+def _known_types(g: Source, names: Iterable[str], *, declared: bool) -> dict[str, onnx.TypeProto]:
+    """Types the model states: graph inputs, outputs and value_info (with ``declared``), initializers."""
+    wanted = set(names)
+    found: dict[str, onnx.TypeProto] = {}
+    for values in (g.graph.value_info, g.graph.output, g.graph.input) if declared else ():
+        for v in values:
+            if v.name in wanted and has_dtype(v.type):
+                found[v.name] = v.type
+    for name in wanted:
+        if name in g.dense and name not in found:
+            t = g.dense[name]
+            found[name] = onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims))
+        elif name in g.sparse and name not in found:
+            s = g.sparse[name]
+            found[name] = onnx.helper.make_tensor_type_proto(s.values.data_type, list(s.dims))
+    return found
+
+
+#: Initializers up to this size may keep their values in the graph that shape inference sees
+#: (shape arguments such as Reshape's); larger ones are given to it without data, never read.
+_INFER_VALUE_LIMIT = 4096
+
+#: Element types whose values ONNX shape inference reads only at the inputs of ``_FLOAT_VALUE_OPS``
+#: (everywhere else a float tensor's type is all it uses): their data is left out elsewhere.
+_FLOAT_TYPES = frozenset(
+    getattr(onnx.TensorProto, n)
+    for n in ("FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", "COMPLEX64", "COMPLEX128", "FLOAT8E4M3FN",
+              "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT4E2M1", "FLOAT8E8M0")
+    if hasattr(onnx.TensorProto, n)
+)
+
+#: Standard ops whose shape inference reads the value of an input that may be a float tensor
+#: (scales, range bounds, depth, pad value).
+_FLOAT_VALUE_OPS = frozenset({"Resize", "Upsample", "Range", "OneHot", "Pad", "ConstantOfShape"})
+
+
+def _value_readers(g: Source, nodes: Sequence[onnx.NodeProto]) -> set[str]:
+    """Names whose values shape inference may read even when they are float: inputs of
+    ``_FLOAT_VALUE_OPS``, of nodes of other domains (functions, custom ops) and of nodes with bodies."""
+    found: set[str] = set()
+    for node in nodes:
+        bodies = node.attribute and subgraphs(node)
+        if bodies or node.op_type in _FLOAT_VALUE_OPS or node.domain not in ("", "ai.onnx"):
+            found.update(node_reads(node))
+    return found
+
+
+def _inferred_types(
+    g: Source,
+    names: Sequence[str],
+    nodes: Sequence[onnx.NodeProto],
+    stops: Mapping[str, onnx.TypeProto],
+    initializers: Iterable[onnx.TensorProto],
+    *,
+    value_info: bool = True,
+) -> dict[str, onnx.TypeProto]:
+    """Run ONNX shape inference on ``nodes`` (a ``weightless`` copy) and return the types of ``names``."""
+    return _run_inference(weightless(g, nodes, stops, initializers, value_info=value_info), names)
+
+
+def weightless(
+    g: Source,
+    nodes: Sequence[onnx.NodeProto] | None = None,
+    stops: Mapping[str, onnx.TypeProto] | None = None,
+    initializers: Iterable[onnx.TensorProto] | None = None,
+    *,
+    value_info: bool = True,
+) -> onnx.ModelProto:
+    """A copy of the model for shape inference, without its weights: the one such helper.
+
+    It holds ``nodes`` (default: every node of the main graph), the graph inputs, the already
+    typed ``stops`` as further typed inputs, the ``initializers`` they read (default: all) and,
+    with ``value_info``, the model's value_info; no graph outputs (inference then types every node
+    output in value_info). Initializers keep their values only where shape inference may read them
+    (small ones, not float unless an op reads a float value); the others are passed without data
+    (their type is what inference uses), which halves what it parses. Weights on disk are never
+    read, and the source is not changed.
+    """
+    nodes = g.nodes if nodes is None else nodes
+    source = g.model.lazy_proto
+    proto = onnx.ModelProto()
+    proto.ir_version = source.ir_version
+    proto.opset_import.extend(source.opset_import)
+    proto.functions.extend(source.functions)
+    graph = proto.graph  # (built in place: copying 10^4 nodes twice costs as much as inferring a few)
+    graph.name = g.graph.name or "graph"
+    graph.node.extend(nodes)
+    graph.input.extend(g.graph.input)
+    declared = set(g.inputs)
+    for name, tp in (stops or {}).items():
+        if name not in declared:
+            graph.input.append(value_info_of(name, tp))
+            declared.add(name)
+    graph.initializer.extend(t for t in (g.graph.initializer if initializers is None else initializers)
+                             if t.name not in declared)
+    _strip_values(graph.initializer, _value_readers(g, nodes))
+    for sparse in g.graph.sparse_initializer:
+        if sparse.values.name not in declared:
+            graph.input.append(
+                onnx.helper.make_tensor_value_info(sparse.values.name, sparse.values.data_type, list(sparse.dims))
+            )
+    if value_info:
+        graph.value_info.extend(g.graph.value_info)
+    return proto
+
+
+def _strip_values(tensors: Iterable[onnx.TensorProto], value_readers: set[str]) -> None:
+    """Drop the data of the (copied) initializers whose values shape inference does not read."""
+    external, floats, limit = onnx.TensorProto.EXTERNAL, _FLOAT_TYPES, _INFER_VALUE_LIMIT
+    for tensor in tensors:
+        if tensor.data_location == external:
+            pass
+        elif tensor.data_type in floats:
+            if tensor.name in value_readers and tensor.ByteSize() <= limit:
+                continue
+        elif tensor.ByteSize() <= limit:
+            continue
+        if tensor.HasField("raw_data"):  # (the usual case: one field to clear)
+            tensor.ClearField("raw_data")
+        else:
+            for field_name in _DATA_FIELDS:
+                tensor.ClearField(field_name)
+
+
+_DATA_FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data",
+                "external_data", "data_location")
+
+
+def _names_read(g: Source, stop: int) -> set[str]:
+    """Every name the first ``stop`` nodes read (their bodies' outer-scope reads included)."""
+    nodes = g.nodes[:stop]
+    read = {name for node in nodes for name in node.input}
+    if any(node.attribute for node in nodes):
+        for i, node in enumerate(nodes):
+            if node.attribute:
+                read.update(g.reads(i))
+    return read
+
+
+def _run_inference(proto: onnx.ModelProto, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
+    """Infer the types of ``names``: without data propagation first (a fifth cheaper), and again with
+    it when that leaves a type without a full shape (data propagation can only refine those)."""
+    found = _infer(proto, names, data_prop=False)
+    if len(found) == len(set(names)) and all(_fully_shaped(tp) for tp in found.values()):
+        return found
+    return _infer(proto, names, data_prop=True)
+
+
+def _fully_shaped(tp: onnx.TypeProto) -> bool:
+    """Whether ``tp`` is a tensor type with a shape whose every dim is a size or a declared name."""
+    if tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
+        return False
+    return all(
+        d.HasField("dim_value") or (d.HasField("dim_param") and not d.dim_param.startswith("unk__"))
+        for d in tp.tensor_type.shape.dim
+    )
+
+
+def _infer(proto: onnx.ModelProto, names: Sequence[str], *, data_prop: bool) -> dict[str, onnx.TypeProto]:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=data_prop)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError) as err:
+        log.info("shape inference failed (%s); trying other ways to type the boundary", err)
+        return {}
+    wanted = set(names)
+    found: dict[str, onnx.TypeProto] = {}
+    infos = inferred.graph.value_info
+    for k in range(len(infos) - 1, -1, -1):  # (from the end: the wanted names are usually produced last)
+        value = infos[k]
+        if value.name in wanted and value.name not in found and has_dtype(value.type):
+            found[value.name] = value.type
+            if len(found) == len(wanted):
+                break
+    return found
+
+
+def _infer_somehow(
+    g: Source,
+    names: Sequence[str],
+    stops: Mapping[str, onnx.TypeProto],
+    cut_nodes: Sequence[int] | None,
+    cut_inputs: Sequence[str],
+    *,
+    value_info: bool = True,
+) -> dict[str, onnx.TypeProto]:
+    """Infer the types of ``names`` on as little of the graph as is cheap to find.
+
+    First, when the fast paths are on, exact Python propagation (``_propagated_types``); then ONNX
+    shape inference. Outputs of a cut whose inputs are all typed: the cut's own nodes. Otherwise
+    the prefix of the node list up to the last producer (C-level copies; enough when the nodes are
+    sorted), and when that is not enough, the exact upstream region.
+    """
+    if g.fast and value_info:
+        found = _propagated_types(g, names, stops, cut_nodes if cut_nodes is not None and all(
+            n in stops for n in cut_inputs) else None)
+        if found is not None:
+            return found
+    nodes, inits, prefix = _region(g, names, stops, cut_nodes, cut_inputs)
+    found = _inferred_types(g, names, nodes, stops, inits, value_info=value_info)
+    missing = [n for n in names if n not in found]
+    if missing and prefix:
+        region = g.upstream(missing, set(stops))
+        nodes = [g.nodes[i] for i in sorted({g.producer[n] for n in region if n in g.producer and n not in stops})]
+        found |= _inferred_types(g, missing, nodes, stops, g.initializers_in(region), value_info=value_info)
+    return found
+
+
+def _region(
+    g: Source,
+    names: Sequence[str],
+    stops: Mapping[str, onnx.TypeProto],
+    cut_nodes: Sequence[int] | None,
+    cut_inputs: Sequence[str],
+) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto], bool]:
+    """The nodes and initializers inference runs on, and whether they are the node list's prefix.
+
+    Outputs of a cut whose inputs are all typed: the cut's own nodes. Otherwise the nodes up to the
+    last producer, with only the initializers they read: inference costs about as much per
+    initializer as per node, so the ones downstream would double its time.
+    """
+    if cut_nodes is not None and all(n in stops for n in cut_inputs):
+        reads = {r for i in cut_nodes for r in g.reads(i)}
+        return [g.nodes[i] for i in cut_nodes], g.initializers_in(reads), False
+    last = max((g.producer[n] for n in names if n in g.producer), default=-1)
+    return g.nodes[: last + 1], g.initializers_in(_names_read(g, last + 1)), True
+
+
+def _propagated_types(
+    g: Source, names: Sequence[str], stops: Mapping[str, onnx.TypeProto], region: Sequence[int] | None
+) -> dict[str, onnx.TypeProto] | None:
+    """The types of ``names`` by exact Python propagation (graphkit.propagate), or None.
+
+    ``region`` is the cut's nodes when its inputs are all typed (they are typed in order);
+    otherwise every node up to the last producer of ``names`` is typed in one forward pass
+    (``_forward_types``). None (then ONNX shape inference runs) when the model declares value_info
+    or sparse initializers (inference merges or reads them), when a node is outside what
+    propagation types exactly, or when the nodes are not in execution order.
+    """
+    if len(g.graph.value_info) or len(g.graph.sparse_initializer):
+        return None
+    opset = next((o.version for o in g.model.lazy_proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    typer = propagate.Typer(opset)
+    types: dict[str, propagate.FastType] = {}
+    if region is None:
+        if not _forward_types(g, names, stops, typer, types):
+            return None
+    else:
+        steps = _region_steps(g, region, stops, typer, types)
+        if steps is None or not typer.run(steps, types):
+            return None
+    found: dict[str, onnx.TypeProto] = {}
+    protos: dict[propagate.FastType, onnx.TypeProto] = {}  # (shared: callers copy, never change them)
+    for name in names:
+        t = types.get(name)
+        if t is None:
+            return None
+        tp = protos.get(t)
+        if tp is None:
+            tp = protos[t] = propagate.to_type_proto(t)
+        found[name] = tp
+    return found
+
+
+def _outside_type(
+    name: str,
+    stops: Mapping[str, onnx.TypeProto],
+    inits: Mapping[str, onnx.TensorProto],
+    graph_inputs: Set[str],
+    g: Source,
+) -> propagate.FastType | None:
+    """The type of a tensor read from outside the propagated nodes: a stop, a graph input, a weight."""
+    if name in stops:
+        return propagate.type_of(stops[name])
+    if name in graph_inputs:
+        if name in inits:
+            return None  # an overridable initializer: its type is the input's; left to ONNX
+        return propagate.type_of(next(v.type for v in g.graph.input if v.name == name))
+    tensor = inits.get(name)
+    if tensor is None or not tensor.data_type:
+        return None
+    return tensor.data_type, tuple(tensor.dims[:])
+
+
+_Step = tuple[onnx.NodeProto, str, list[str], str]
+
+
+def _region_steps(
+    g: Source,
+    region: Sequence[int],
+    stops: Mapping[str, onnx.TypeProto],
+    typer: propagate.Typer,
+    types: dict[str, propagate.FastType],
+) -> list[_Step] | None:
+    """The cut's nodes as propagation steps, with the types of what they read from outside the cut
+    added to ``types``; None if a node or an outside type is beyond what propagation types."""
+    steps: list[_Step] = []
+    produced: set[str] = set()
+    inits, graph_inputs = g.dense, g.input_set
+    for i in region:
+        node = g.nodes[i]
+        op = node.op_type
+        outs = g.outputs_of(i)
+        if len(outs) != 1 or not typer.supports(op, node.domain):
+            return None
+        reads = g.reads(i)
+        for r in reads:
+            if r not in produced and r not in types:
+                t = _outside_type(r, stops, inits, graph_inputs, g)
+                if t is None:
+                    return None
+                types[r] = t
+        produced.add(outs[0])
+        steps.append((node, op, reads, outs[0]))
+    return steps
+
+
+def _forward_types(
+    g: Source,
+    names: Sequence[str],
+    stops: Mapping[str, onnx.TypeProto],
+    typer: propagate.Typer,
+    types: dict[str, propagate.FastType],
+) -> bool:
+    """Type every node up to the last producer of ``names``, in node-list order, into ``types``.
+
+    One forward pass: each node is typed from its inputs' types (by an earlier node, or as a stop,
+    a graph input or an initializer). In a sorted graph this gives each tensor the type its
+    ancestors determine, exactly as a walk over its ancestors alone would (a node's type depends on
+    nothing else). Cheaper than first finding the ancestors: each node is read once, and only its
+    op, inputs and outputs. Returns whether every name in ``names`` was typed; False at once at
+    the first node propagation cannot type (an op it does not know, an input read before it is
+    made), so a model it does not suit (convolutions, matmuls) costs a few nodes before ONNX shape
+    inference takes over, not a pass over the graph.
+    """
+    starts = [g.producer_of(n) for n in names]
+    if any(p is None for p in starts):
+        return False
+    last = max(p for p in starts if p is not None)
+    for name, tp in stops.items():
+        t = propagate.type_of(tp)
+        if t is not None:
+            types[name] = t
+    inits, graph_inputs = g.dense, g.input_set
+    outside = set(stops) | graph_inputs
+    nodes = g.nodes
+    supported: dict[str, bool] = {}
+    get, output = types.get, typer.output
+    for i in range(last + 1):
+        node = nodes[i]
+        op = node.op_type
+        ok = supported.get(op)
+        if ok is None:
+            ok = supported[op] = typer.supports(op, "")
+        if not ok or node.domain:
+            return False  # (an op propagation does not type: most likely upstream, so stop at once)
+        ins = []
+        for r in node.input[:]:
+            t = get(r)
+            if t is None:
+                tensor = inits.get(r)
+                if tensor is not None and r not in outside and tensor.data_type:
+                    t = types[r] = (tensor.data_type, tuple(tensor.dims[:]))
+                elif r in outside or tensor is not None:
+                    t = _outside_type(r, stops, inits, graph_inputs, g)
+                    if t is None:
+                        return False
+                    types[r] = t
+                else:
+                    return False  # made later (unsorted), or nowhere
+            ins.append(t)
+        outs = node.output[:]
+        if len(outs) != 1:
+            return False
+        out = output(node, op, tuple(ins))
+        if out is None:
+            return False
+        if outs[0] not in stops:
+            types[outs[0]] = out
+    return all(n in types for n in names)
+
+
+
+
+# --------------------------------------------------------------------- ONNX Runtime's symbolic inference
+
+
+def _symbolic_types(
+    g: Source,
+    names: Sequence[str],
+    stops: Mapping[str, onnx.TypeProto],
+    cut_nodes: Sequence[int] | None,
+    cut_inputs: Sequence[str],
+    *,
+    value_info: bool,
+) -> dict[str, onnx.TypeProto]:
+    """The types ONNX Runtime's symbolic shape inference gives ``names`` ({} when it is unavailable
+    or fails), on the same weightless region ONNX inference saw."""
+    nodes, inits, _ = _region(g, names, stops, cut_nodes, cut_inputs)
+    proto = weightless(g, nodes, stops, inits, value_info=value_info)
+    # It reads initializer values where a shape depends on them; the ones whose data was left out
+    # are graph inputs to it instead (typed, so it knows their shapes without reading anything).
+    _data_free_to_inputs(proto.graph)
+    # (it types only the nodes the graph outputs need: the wanted names are its outputs)
+    proto.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names)
+    inferred = _ort.symbolic_shapes(proto)
+    if inferred is None:
+        return {}
+    wanted = set(names)
+    return {v.name: v.type for v in [*inferred.graph.value_info, *inferred.graph.output]
+            if v.name in wanted and has_dtype(v.type)}
+
+
+def _data_free_to_inputs(graph: onnx.GraphProto) -> None:
+    kept: list[onnx.TensorProto] = []
+    moved: list[onnx.TensorProto] = []
+    for tensor in graph.initializer:
+        has_data = tensor.HasField("raw_data") or any(len(getattr(tensor, f)) for f in _DATA_FIELDS[:6])
+        (kept if has_data or not tensor.dims or 0 in tensor.dims else moved).append(tensor)
+    if not moved:
+        return
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    listed = {v.name for v in graph.input}
+    graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                       for t in moved if t.name not in listed)
+
+
+def _known_dims(tp: onnx.TypeProto) -> int:
+    """How many dims of a tensor type are sized or named (not anonymous); -1 when unranked."""
+    if tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
+        return -1
+    return sum(1 for d in tp.tensor_type.shape.dim
+               if d.HasField("dim_value") or (d.dim_param and not d.dim_param.startswith("unk__")))
+
+
+def _better(new: onnx.TypeProto, old: onnx.TypeProto) -> bool:
+    """Whether ``new`` tells more than ``old`` about the same tensor (same kind and dtype)."""
+    if new.WhichOneof("value") != old.WhichOneof("value"):
+        return False
+    if new.WhichOneof("value") == "tensor_type" and new.tensor_type.elem_type != old.tensor_type.elem_type:
+        return False
+    return _known_dims(new) > _known_dims(old)
+
+
+# ------------------------------------------------------------------------------- one observed run
+
+
+def _observed_types(model: Model, names: Sequence[str]) -> tuple[dict[str, onnx.TypeProto], str]:
+    """Run the model once in ONNX Runtime with ``names`` exposed, and read their dtype and rank.
+
+    Only the kind, element type and rank are taken from the values; every dim is left unknown
+    (then named), since one run at one input size proves no size. Returns ({}, why) when ONNX
+    Runtime cannot run the model (custom ops, inputs it cannot generate).
+    """
+    feeds = _probe_feeds(model)
+    if feeds is None:
+        return {}, "an input is not a tensor to generate"
+    proto = onnx.ModelProto()
+    proto.CopyFrom(model.lazy_proto)
+    present = {o.name for o in proto.graph.output}
+    for name in names:
+        if name not in present:
+            proto.graph.output.append(onnx.ValueInfoProto(name=name))
+    log.info("running %s once to observe the types of %s", model.name, ", ".join(names))
+    try:
+        sess = _ort.session(model.derive(proto), opt_level="disable")
+        values = _ort.run_session(sess, names, feeds, model.name)
+    except GraphkitError as err:
+        log.info("ONNX Runtime cannot run %s to observe types: %s", model.name, err)
+        return {}, err.message
+    found: dict[str, onnx.TypeProto] = {}
+    for name, value in zip(names, values):
+        tp = _type_of_value(value)
+        if tp is not None:
+            found[name] = tp
+    return found, ""
+
+
+def _type_of_value(value: object) -> onnx.TypeProto | None:
+    """The type of a value ONNX Runtime returned (array, list = sequence, dict = map), dims unknown;
+    None when it does not tell (an empty sequence or map, an absent optional)."""
+    if isinstance(value, np.ndarray):
+        elem: int
+        try:
+            elem = int(onnx.helper.np_dtype_to_tensor_dtype(value.dtype))
+        except (KeyError, TypeError, ValueError):
+            elem = onnx.TensorProto.STRING if value.dtype.kind in "OUS" else 0
+        return onnx.helper.make_tensor_type_proto(elem, [None] * value.ndim) if elem else None
+    if isinstance(value, list):
+        inner = _type_of_value(value[0]) if value else None
+        return onnx.helper.make_sequence_type_proto(inner) if inner is not None else None
+    if isinstance(value, dict) and value:
+        key, item = next(iter(value.items()))
+        key_type, item_type = _type_of_value(np.asarray(key)), _type_of_value(np.asarray(item))
+        if key_type is None or item_type is None:
+            return None
+        return onnx.helper.make_map_type_proto(key_type.tensor_type.elem_type, item_type)
+    return None
+
+
+def _probe_feeds(model: Model) -> dict[str, np.ndarray] | None:
+    """Seeded inputs for the observed run: fixed dims as declared, dynamic ones 1 (one size for
+    each dim name). None when an input is not a tensor numpy can hold (then nothing is observed).
+    User-facing runs generate their inputs with ``graphkit.run``; this probe only needs types."""
+    initializers = {t.name for t in model.lazy_proto.graph.initializer}
+    rng = np.random.default_rng(0)
+    feeds: dict[str, np.ndarray] = {}
+    for value in model.lazy_proto.graph.input:
+        if value.name in initializers:
+            continue
+        if value.type.WhichOneof("value") != "tensor_type":
+            return None
+        tensor = value.type.tensor_type
+        try:
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type))
+        except (KeyError, TypeError, ValueError):
+            return None
+        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in tensor.shape.dim)
+        if dtype.kind == "f":
+            feeds[value.name] = rng.uniform(-1, 1, shape).astype(dtype)
+        elif dtype.kind == "b":
+            feeds[value.name] = rng.random(shape) < 0.5
+        elif dtype.kind in "iu":
+            feeds[value.name] = np.zeros(shape, dtype)
+        elif dtype.kind in "OUS":
+            feeds[value.name] = np.full(shape, "a", dtype=object)
+        else:
+            feeds[value.name] = np.zeros(shape, dtype)
+    return feeds
+
+
+# ---------------------------------------------------------------------------------- unknown dims
+
+
+def _name_unknown_dims(g: Source, types: dict[str, onnx.TypeProto], names: Sequence[str]) -> None:
+    """Give every anonymous dim (no size, no name, or inference's ``unk__N``) of ``names`` a fresh
+    name no dim of the model uses, so it stays symbolic and two such dims are never taken as equal."""
+    taken: set[str] | None = None
+    count = 0
+    for name in names:
+        tp = types.get(name)
+        if tp is None or not _has_anonymous_dim(tp):
+            continue
+        if taken is None:
+            taken = _dim_names(g.graph)
+        tp = _copy(tp)
+        renamed: dict[str, str] = {}
+        for dim in _dims(tp):
+            if dim.HasField("dim_value") or (dim.dim_param and not dim.dim_param.startswith("unk__")):
+                continue
+            if dim.dim_param in renamed:
+                dim.dim_param = renamed[dim.dim_param]
+                continue
+            count += 1
+            while f"unk_{count}" in taken:
+                count += 1
+            fresh = f"unk_{count}"
+            if dim.dim_param:
+                renamed[dim.dim_param] = fresh
+            dim.dim_param = fresh
+        types[name] = tp
+
+
+def _dims(tp: onnx.TypeProto) -> list[onnx.TensorShapeProto.Dimension]:
+    """The dims of a tensor type, or of the tensors inside a sequence, optional or map value."""
+    kind = tp.WhichOneof("value")
+    if kind == "tensor_type":
+        return list(tp.tensor_type.shape.dim) if tp.tensor_type.HasField("shape") else []
+    if kind == "sequence_type":
+        return _dims(tp.sequence_type.elem_type)
+    if kind == "optional_type":
+        return _dims(tp.optional_type.elem_type)
+    if kind == "map_type":
+        return _dims(tp.map_type.value_type)
+    return []
+
+
+def _has_anonymous_dim(tp: onnx.TypeProto) -> bool:
+    return any(not d.HasField("dim_value") and (not d.dim_param or d.dim_param.startswith("unk__"))
+               for d in _dims(tp))
+
+
+def _copy(tp: onnx.TypeProto) -> onnx.TypeProto:
+    copy = onnx.TypeProto()
+    copy.CopyFrom(tp)
+    return copy
+
+
+def _dim_names(graph: onnx.GraphProto) -> set[str]:
+    """Every dim name the main graph's declared types use."""
+    names: set[str] = set()
+    for values in (graph.input, graph.output, graph.value_info):
+        for value in values:
+            names.update(d.dim_param for d in _dims(value.type) if d.dim_param)
+    return names

@@ -1,0 +1,168 @@
+"""The typing engine (graphkit._typing): one answer to "the types of these tensors", symbolic dims kept."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import graphkit as gk
+from graphkit import _ort, _typing
+
+
+def _stride8_model() -> gk.Model:
+    """x [1, 1, H, 8] -> Conv stride 8 on H -> com.microsoft Gelu (ONNX cannot type it) -> Relu.
+
+    The Conv's output height is floor((H - 1) / 8) + 1: 1 at H = 1 and at H = 2, so two probe runs
+    at those sizes agree on 1, yet it is 2 at H = 16.
+    """
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [1, 1, 1, 1], [1.5])
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", strides=[8, 1]),
+        helper.make_node("Gelu", ["c"], ["g"], name="gelu", domain="com.microsoft"),
+        helper.make_node("Relu", ["g"], ["y"], name="relu"),
+    ]
+    graph = helper.make_graph(
+        nodes, "stride8", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, "H", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, "H8", 8])], initializer=[weight],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    return gk.Model(proto)
+
+
+def _dims(value: onnx.ValueInfoProto) -> list[int | str]:
+    return [d.dim_value if d.HasField("dim_value") else d.dim_param for d in value.type.tensor_type.shape.dim]
+
+
+def _assert_runs_like_the_source(source: gk.Model, part: gk.Model, names: list[str]) -> None:
+    for height in (1, 2, 16, 17, 40):
+        x = np.random.default_rng(height).standard_normal((1, 1, height, 8)).astype(np.float32)
+        want = gk.run(source, {"x": x}, outputs=names)
+        got = gk.run(part, {"x": x}, outputs=names, opt_level="all")
+        for name in names:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-6, err_msg=f"{name} at H={height}")
+
+
+@pytest.mark.parametrize("symbolic", [True, False])
+def test_a_dim_a_stage_divides_stays_symbolic_in_extract_and_runs_at_other_sizes(
+    symbolic: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if symbolic:
+        pytest.importorskip("sympy")
+    else:
+        monkeypatch.setattr(_ort, "symbolic_shapes", lambda proto: None)
+    model = _stride8_model()
+    report = gk.extract_with_report(model, ["x"], ["g"])
+    (out,) = report.model.graph.output
+    dims = _dims(out)
+    assert dims[0] == 1 or not symbolic  # (symbolic inference proves the batch; one run proves nothing)
+    assert isinstance(dims[2], str) and dims[2]  # the divided dim: named, never the 1 both probes saw
+    assert report.typed_by["g"] == ("inference" if symbolic else "runtime")
+    _assert_runs_like_the_source(model, report.model, ["g"])
+
+
+@pytest.mark.parametrize("symbolic", [True, False])
+def test_a_dim_a_stage_divides_stays_symbolic_in_expose_and_runs_at_other_sizes(
+    symbolic: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if symbolic:
+        pytest.importorskip("sympy")
+    else:
+        monkeypatch.setattr(_ort, "symbolic_shapes", lambda proto: None)
+    model = _stride8_model()
+    exposed = gk.expose(model, ["g"])
+    added = next(v for v in exposed.graph.output if v.name == "g")
+    assert isinstance(_dims(added)[2], str)
+    _assert_runs_like_the_source(model, exposed, ["g", "y"])
+
+
+def test_onnx_inference_proves_fixed_dims_and_names_the_others() -> None:
+    model = _stride8_model()
+    found = _typing.tensor_types(model, ["c"], observe=False)
+    dims = _dims(onnx.helper.make_value_info("c", found.types["c"]))
+    assert dims[:2] == [1, 1] and dims[3] == 8  # proved by the Conv's shape inference
+    assert isinstance(dims[2], str) and dims[2] != "H"
+    assert found.source == {"c": "inference"}
+
+
+def test_fresh_dim_names_avoid_the_models_own() -> None:
+    b = gk.GraphBuilder("taken")
+    b.input("x", "float32", ["unk_1", 4])
+    b.node("NonZero", ["x"], name="nz", outputs=["n"])
+    b.output("n", "int64", [2, "count"])
+    model = b.build()
+    found = _typing.tensor_types(model, ["n"], declared=False, observe=False)
+    dims = _dims(onnx.helper.make_value_info("n", found.types["n"]))
+    assert dims[0] == 2 and dims[1] != "unk_1" and isinstance(dims[1], str)
+
+
+def test_declared_types_come_first_and_say_so() -> None:
+    model = _stride8_model()
+    found = _typing.tensor_types(model, ["x", "w"])
+    assert found.source == {"x": "model", "w": "model"}
+    assert _dims(onnx.helper.make_value_info("w", found.types["w"])) == [1, 1, 1, 1]
+
+
+def test_weightless_copy_keeps_shape_constants_and_drops_weights() -> None:
+    b = gk.GraphBuilder("weights")
+    x = b.input("x", "float32", [2, 512])
+    big = b.initializer(np.ones((512, 512), np.float32), "big")
+    shape = b.initializer(np.array([4, 256], np.int64), "shape")
+    h = b.node("MatMul", [x, big], name="mm", outputs=["h"])
+    b.output(b.node("Reshape", [h, shape], name="rs", outputs=["y"]), "float32", [4, 256])
+    model = b.build()
+    before = model.proto.SerializeToString()
+    copy = _typing.weightless(_typing.Source(model))
+    inits = {t.name: t for t in copy.graph.initializer}
+    assert not inits["big"].raw_data and not inits["big"].float_data
+    assert onnx.numpy_helper.to_array(inits["shape"]).tolist() == [4, 256]
+    assert model.proto.SerializeToString() == before
+
+
+# ------------------------------------------------------------------ sequences, maps and optionals
+
+
+def _sequence_model(*, empty: bool) -> gk.Model:
+    """x -> (an empty sequence, or one of relu(x)) -> SequenceInsert x -> ConcatFromSequence -> Relu."""
+    if empty:
+        head = [helper.make_node("SequenceEmpty", [], ["s0"], name="empty", dtype=TensorProto.FLOAT)]
+    else:
+        head = [helper.make_node("Relu", ["x"], ["a"], name="first"),
+                helper.make_node("SequenceConstruct", ["a"], ["s0"], name="construct")]
+    nodes = [
+        *head,
+        helper.make_node("SequenceInsert", ["s0", "x"], ["s"], name="insert"),
+        helper.make_node("ConcatFromSequence", ["s"], ["t"], name="concat", axis=0),
+        helper.make_node("Relu", ["t"], ["y"], name="last"),
+    ]
+    graph = helper.make_graph(nodes, "seq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])])
+    return gk.Model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def test_a_sequence_is_typed_as_a_sequence() -> None:
+    found = _typing.tensor_types(_sequence_model(empty=True), ["s0", "s"])
+    for name in ("s0", "s"):
+        tp = found.types[name]
+        assert tp.WhichOneof("value") == "sequence_type"
+        assert tp.sequence_type.elem_type.tensor_type.elem_type == TensorProto.FLOAT
+
+
+@pytest.mark.parametrize("empty", [True, False])
+def test_a_sequence_crossing_a_cut_splits_and_chain_runs(empty: bool) -> None:
+    model = _sequence_model(empty=empty)
+    result = gk.split(model, at=["s0", "s"])
+    assert [p.name for p in result[1].inputs] == ["s0", "x"]
+    crossing = next(v for v in result[1].model.graph.input if v.name == "s0")
+    assert crossing.type.WhichOneof("value") == "sequence_type"
+    chain = gk.run_chain(result, reference=model, opt_level="disable")
+    assert chain.ok and chain.exact
+
+
+@pytest.mark.parametrize("empty", [True, False])
+def test_a_sequence_crossing_capture_fragments_compares(empty: bool) -> None:
+    model = _sequence_model(empty=empty)
+    result = gk.compare(model, fragment_bytes=1)  # (one node per fragment: every tensor crosses)
+    assert result.passed
+    assert {d.name for d in result.tensors} >= {"t", "y"}
