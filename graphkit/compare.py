@@ -39,6 +39,7 @@ from graphkit import _check_args as argcheck
 from graphkit._arrays import open_npz
 from graphkit._files import check_regular, exists, read_data
 from graphkit._options import Backend, FeedOptions, Tolerance
+from graphkit._submodel import submodel
 from graphkit._typing import tensor_types
 from graphkit.errors import (
     ArgumentTypeError,
@@ -638,27 +639,23 @@ class _Graph:
         return node
 
 
-def _fragment_model(graph: _Graph, nodes: Sequence[int], inputs: Mapping[str, np.ndarray],
+def _fragment_model(graph: _Graph, nodes: Sequence[int], inputs: Mapping[str, Any],
                     outputs: Sequence[str]) -> Model:
-    """A model of ``nodes`` (in order) reading ``inputs`` (typed from the arrays) and exposing ``outputs``."""
-    source = graph.model.lazy_proto
-    proto = onnx.ModelProto()
-    proto.ir_version = source.ir_version
-    proto.opset_import.extend(source.opset_import)
-    proto.functions.extend(source.functions)
-    g = proto.graph
-    g.name = f"{source.graph.name}_fragment"
+    """A model of ``nodes`` (in order) reading ``inputs`` and exposing ``outputs`` (the sub-model
+    builder, ``graphkit._submodel``; its graph is named ``<graph>_fragment``). Arrays type their
+    inputs; other values (sequences, maps) take the model's type for them."""
+    index = graph.index
     reads: dict[str, None] = {}
     for i in nodes:
-        g.node.append(source.graph.node[i])
-        reads.update(dict.fromkeys(graph.index.node_reads[i]))
-    weights = graph.index.initializers  # (by name: a fragment reads few of a big model's weights)
-    sparse = {t.values.name for t in source.graph.sparse_initializer}
-    g.initializer.extend(weights[n] for n in reads if n in weights and n not in sparse)
-    g.sparse_initializer.extend(t for t in source.graph.sparse_initializer if t.values.name in reads)
-    for name, value in inputs.items():
-        g.input.append(_value_info(name, value) if isinstance(value, np.ndarray) else graph.value_info(name))
-    g.output.extend(onnx.ValueInfoProto(name=n) for n in outputs)
+        reads.update(dict.fromkeys(index.node_reads[i]))
+    weights = index.initializers  # (by name: a fragment reads few of a big model's weights)
+    proto = submodel(
+        graph.model.lazy_proto, index, nodes,
+        inputs=[_value_info(n, v) if isinstance(v, np.ndarray) else graph.value_info(n) for n, v in inputs.items()],
+        outputs=[onnx.ValueInfoProto(name=n) for n in outputs],
+        initializers={n for n in reads if n in weights},
+        graph_name=f"{graph.model.lazy_proto.graph.name}_fragment",
+    )
     return graph.model.derive(proto)
 
 

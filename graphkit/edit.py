@@ -28,6 +28,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from graphkit import _check_args as argcheck
+from graphkit._submodel import finish
 from graphkit._typing import tensor_types
 from graphkit.errors import (
     ArgumentTypeError,
@@ -1632,21 +1633,20 @@ def merge(a: Model, b: Model, /, connect: Mapping[str, str], *, prefixes: tuple[
     pa, pb = (prefixes or ("", ""))
     left, right = _prefixed(a.lazy_proto, pa), _prefixed(b.lazy_proto, pb)
     links = {pb + bi: pa + ao for ao, bi in connect.items()}
-    opsets = _merged_opsets(a, b)
+    _merged_opsets(a, b)  # (refuses opsets of one domain at two versions)
     _check_clashes(left, right, set(links), prefixes is not None)
     _rename_scope(right.graph, links, defs=False)
     base_dir = _merged_base(a, b, left, right)
-    graph = onnx.GraphProto()
+    proto = onnx.ModelProto()
+    graph = proto.graph
     graph.name = f"{a.lazy_proto.graph.name}+{b.lazy_proto.graph.name}"
     graph.node.extend([*left.graph.node, *right.graph.node])
     graph.input.extend([*left.graph.input, *(i for i in right.graph.input if i.name not in links)])
     graph.initializer.extend([*left.graph.initializer, *right.graph.initializer])
     graph.sparse_initializer.extend([*left.graph.sparse_initializer, *right.graph.sparse_initializer])
-    graph.value_info.extend([*left.graph.value_info, *right.graph.value_info])
     default_outputs = [o for o in left.graph.output if o.name not in set(links.values())] + list(right.graph.output)
     graph.output.extend(_pick_outputs(default_outputs, left, right, outputs))
-    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
-    _merge_model_fields(proto, a.lazy_proto, b.lazy_proto, left, right)
+    finish(proto, [left, right])  # (the sub-model builder's fields: graphkit._submodel)
     result = Model(proto, base_dir, None)
     if check:
         check_or_raise(result, what="the merged model")
@@ -1776,26 +1776,6 @@ def _pick_outputs(default: list[onnx.ValueInfoProto], left: onnx.ModelProto, rig
             raise not_found(TensorNotFoundError, "tensor", name, sorted(produced | set(available)),
                             where="the merged model")
     return picked
-
-
-def _merge_model_fields(proto: onnx.ModelProto, a: onnx.ModelProto, b: onnx.ModelProto,
-                        left: onnx.ModelProto, right: onnx.ModelProto) -> None:
-    proto.ir_version = max(a.ir_version, b.ir_version)
-    proto.producer_name = a.producer_name or b.producer_name
-    proto.producer_version = a.producer_version or b.producer_version
-    proto.doc_string = a.doc_string or b.doc_string
-    seen: dict[str, str] = {}
-    for source in (a, b):
-        for entry in source.metadata_props:
-            seen.setdefault(entry.key, entry.value)
-    for key, value in seen.items():
-        item = proto.metadata_props.add()
-        item.key, item.value = key, value
-    names = set()
-    for func in [*left.functions, *right.functions]:
-        if (func.domain, func.name) not in names:
-            names.add((func.domain, func.name))
-            proto.functions.append(func)
 
 
 # -------------------------------------------------------------------------- onnx-graphsurgeon interop

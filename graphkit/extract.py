@@ -25,6 +25,7 @@ import onnx
 
 from graphkit import _check_args as argcheck
 from graphkit._numbers import parse_int
+from graphkit._submodel import submodel
 from graphkit._typing import Source, has_shape, tensor_types, value_info_of
 from graphkit.build import dtype_to_onnx
 from graphkit.errors import (
@@ -37,9 +38,9 @@ from graphkit.errors import (
     did_you_mean,
     not_found,
 )
-from graphkit.graph import node_label, paused_gc, subgraphs, toposort_proto
+from graphkit.graph import node_label, paused_gc, toposort_proto
 from graphkit.io import tensor_nbytes
-from graphkit.model import Model, iter_graphs
+from graphkit.model import Model
 from graphkit.validate import check_or_raise, require_sound
 
 if TYPE_CHECKING:
@@ -792,73 +793,18 @@ def _needs_strict_check(g: _Graph, typing: _Typing, boundary: Sequence[str]) -> 
 def _build_extracted(
     g: _Graph, cut: _Cut, inputs: Sequence[str], outputs: Sequence[str], types: Mapping[str, onnx.TypeProto]
 ) -> tuple[onnx.ModelProto, bool]:
-    """The new ModelProto: only the kept parts are copied (weights stay references)."""
-    source = g.model.lazy_proto
-    proto = onnx.ModelProto()
-    for name in ("ir_version", "producer_name", "producer_version", "domain", "model_version", "doc_string"):
-        if source.HasField(name):
-            setattr(proto, name, getattr(source, name))
-    proto.opset_import.extend(source.opset_import)
-    proto.metadata_props.extend(source.metadata_props)
-    graph = proto.graph
+    """The new ModelProto (the sub-model builder, ``graphkit._submodel``): only the kept parts are
+    copied (weights stay references)."""
     src = g.graph
-    graph.name = src.name
-    if src.doc_string:
-        graph.doc_string = src.doc_string
-    if hasattr(src, "metadata_props"):
-        graph.metadata_props.extend(src.metadata_props)
-    graph.node.extend([g.nodes[i] for i in cut.nodes])
-    graph.initializer.extend(g.initializers_in(cut.initializers))
-    graph.sparse_initializer.extend(s for s in src.sparse_initializer if s.values.name in cut.initializers)
     originals_in = {v.name: v for v in src.input}
     originals_out = {v.name: v for v in src.output}
-    for name in inputs:
-        graph.input.append(value_info_of(name, types[name], originals_in.get(name)))
-    given = set(inputs)
-    for name in g.inputs:  # overridable defaults (and IR < 4 initializers) stay inputs
-        if name in cut.initializers and name not in given:
-            graph.input.append(originals_in[name])
-    if source.ir_version < 4:
-        listed = {v.name for v in graph.input}
-        for tensor in graph.initializer:
-            if tensor.name not in listed:
-                graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
-    for name in outputs:
-        graph.output.append(value_info_of(name, types[name], originals_out.get(name) or originals_in.get(name)))
-    if len(src.value_info) or len(src.quantization_annotation):
-        boundary = given | set(outputs)
-        kept_tensors = {o for i in cut.nodes for o in g.nodes[i].output if o} | cut.initializers
-        graph.value_info.extend(v for v in src.value_info if v.name in kept_tensors and v.name not in boundary)
-        graph.quantization_annotation.extend(
-            q for q in src.quantization_annotation if q.tensor_name in kept_tensors or q.tensor_name in boundary
-        )
-    proto.functions.extend(_used_functions(source, graph))
+    ins = [value_info_of(name, types[name], originals_in.get(name)) for name in inputs]
+    outs = [value_info_of(name, types[name], originals_out.get(name) or originals_in.get(name)) for name in outputs]
+    proto = submodel(g.model.lazy_proto, g, cut.nodes, inputs=ins, outputs=outs, initializers=cut.initializers)
     reordered = not cut.ordered and not _in_order(g, cut.nodes)
     if reordered:
         toposort_proto(proto)
     return proto, reordered
-
-
-def _used_functions(source: onnx.ModelProto, graph: onnx.GraphProto) -> list[onnx.FunctionProto]:
-    """The local functions that the graph's nodes call, directly, from bodies, or from other functions."""
-    if not source.functions:
-        return []
-    table = {(f.domain, f.name, getattr(f, "overload", "")): f for f in source.functions}
-    used: set[tuple[str, str, str]] = set()
-    stack: list[onnx.NodeProto] = [n for sub, _ in iter_graphs(graph) for n in sub.node]
-    while stack:
-        node = stack.pop()
-        key = (node.domain, node.op_type, getattr(node, "overload", ""))
-        if key in table and key not in used:
-            used.add(key)
-            func = table[key]
-            stack.extend(func.node)
-            for inner in func.node:
-                for sub in subgraphs(inner):
-                    stack.extend(n for s, _ in iter_graphs(sub) for n in s.node)
-        for sub in subgraphs(node):
-            stack.extend(sub.node)
-    return [f for f in source.functions if (f.domain, f.name, getattr(f, "overload", "")) in used]
 
 
 def _in_order(g: _Graph, nodes: Sequence[int]) -> bool:

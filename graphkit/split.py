@@ -35,6 +35,7 @@ from graphkit import _check_args as argcheck
 from graphkit import _write, io
 from graphkit._files import check_regular, exists, is_dir, read_data
 from graphkit._options import Balance
+from graphkit._submodel import submodel
 from graphkit._typing import Source, tensor_types, value_info_of
 from graphkit.errors import (
     CorruptModelError,
@@ -566,36 +567,16 @@ def _fragment_proto(
     model: Model, index: GraphIndex, group: list[int], i: int, count: int, ins: list[str], inits: list[str],
     outs: list[str], types: dict[str, onnx.ValueInfoProto],
 ) -> onnx.ModelProto:
-    src = model.lazy_proto
-    proto = onnx.ModelProto()
-    proto.ir_version = src.ir_version
-    proto.opset_import.extend(src.opset_import)
-    proto.producer_name = src.producer_name
-    proto.producer_version = src.producer_version
-    proto.domain = src.domain
-    proto.model_version = src.model_version
-    proto.functions.extend(src.functions)
-    onnx.helper.set_model_props(proto, {**{p.key: p.value for p in src.metadata_props},
-                                        "graphkit.split": f"fragment {i} of {count} of {model.name}"})
-    graph = proto.graph
-    graph.name = f"{src.graph.name or 'graph'}_part{i}"
-    graph.node.extend(model.lazy_proto.graph.node[n] for n in group)
-    sparse = {s.values.name: s for s in model.lazy_proto.graph.sparse_initializer}
-    for name in inits:
-        if name in sparse:
-            graph.sparse_initializer.append(sparse[name])
-        else:
-            graph.initializer.append(index.initializers[name])
-    input_entries = {v.name: v for v in model.lazy_proto.graph.input}
-    for name in ins:
-        graph.input.append(_typed(types, name, model))
-    graph.input.extend(input_entries[n] for n in inits if n in input_entries)  # overridable defaults
-    for name in outs:
-        graph.output.append(_typed(types, name, model))
-    boundary = set(ins) | set(outs)
-    produced = {o for n in group for o in model.lazy_proto.graph.node[n].output}
-    graph.value_info.extend(v for v in model.lazy_proto.graph.value_info if v.name in produced and v.name not in boundary)
-    return proto
+    """Fragment ``i`` as a model (the sub-model builder, ``graphkit._submodel``): its graph is named
+    ``<graph>_part<i>`` and its metadata says which fragment of which model it is."""
+    return submodel(
+        model.lazy_proto, index, group,
+        inputs=[_typed(types, name, model) for name in ins],
+        outputs=[_typed(types, name, model) for name in outs],
+        initializers=set(inits),
+        graph_name=f"{model.lazy_proto.graph.name or 'graph'}_part{i}",
+        metadata={"graphkit.split": f"fragment {i} of {count} of {model.name}"},
+    )
 
 
 def _typed(types: dict[str, onnx.ValueInfoProto], name: str, model: Model) -> onnx.ValueInfoProto:
