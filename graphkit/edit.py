@@ -125,14 +125,6 @@ def _find_node(model: Model, proto: onnx.ModelProto, name: str) -> _Found:
     return hits[0]
 
 
-def _defined_here(graph: onnx.GraphProto) -> set[str]:
-    """Names a graph itself defines: inputs, initializers and node outputs (not its subgraphs')."""
-    names = {i.name for i in graph.input} | {t.name for t in graph.initializer}
-    names |= {s.values.name for s in graph.sparse_initializer}
-    names |= {o for n in graph.node for o in n.output if o}
-    return names
-
-
 def _find_scope(model: Model, proto: onnx.ModelProto, tensor: str) -> tuple[onnx.GraphProto, str]:
     """The graph that defines ``tensor`` (the main graph first).
 
@@ -140,9 +132,9 @@ def _find_scope(model: Model, proto: onnx.ModelProto, tensor: str) -> tuple[onnx
         TensorNotFoundError: No graph defines it (with did-you-mean).
         EditError: Several subgraphs define it and the main graph does not.
     """
-    if tensor in _defined_here(proto.graph):
+    if tensor in GraphIndex(proto.graph).defined:
         return proto.graph, "main graph"
-    hits = [(g, where) for g, where in iter_graphs(proto.graph) if tensor in _defined_here(g)]
+    hits = [(g, where) for g, where in iter_graphs(proto.graph) if tensor in GraphIndex(g).defined]
     if not hits:
         raise not_found(TensorNotFoundError, "tensor", tensor, sorted(graph_tensor_names(proto.graph)), where=model.name)
     if len(hits) > 1:
@@ -331,7 +323,7 @@ def _rename_scope(graph: onnx.GraphProto, mapping: Mapping[str, str], *, defs: b
         if node is skip:
             continue
         for sub in subgraphs(node):
-            shadowed = _defined_here(sub)
+            shadowed = GraphIndex(sub).defined
             inner = {k: v for k, v in mapping.items() if k not in shadowed}
             _rename_scope(sub, inner, defs=False, outputs=True)
             for value in sub.value_info:  # types recorded for outer tensors
@@ -848,7 +840,7 @@ def _prune(graph: onnx.GraphProto, removed: Collection[int] = (), *, fed: Iterab
         graph.sparse_initializer.extend(sparse)
     stale = {v.name for v in graph.value_info} & (gone | unused if not everything else {v.name for v in graph.value_info})
     if stale:
-        _drop_value_info(graph, {n for n in stale - _defined_here(graph) if not readers.get(n)})
+        _drop_value_info(graph, {n for n in stale - GraphIndex(graph).defined if not readers.get(n)})
     return {name for name, count in readers.items() if count}
 
 

@@ -326,6 +326,11 @@ class GraphIndex:
             return [t for t in self.graph.initializer if t.name in names]
         return [t for name, t in self.dense.items() if name in names]
 
+    @cached_property
+    def defined(self) -> frozenset[str]:
+        """The names this scope itself defines: inputs, initializers (sparse too) and node outputs."""
+        return frozenset(self.input_set | self.initializers.keys() | self.producer.keys())
+
     def defines(self, name: str) -> bool:
         """Whether the graph (or its outer scope) defines ``name``."""
         return name in self.producer or name in self.initializers or name in self.input_set or name in self.outer

@@ -20,7 +20,7 @@ from google.protobuf.message import EncodeError
 
 from graphkit import _check_args as argcheck
 from graphkit.errors import CycleError, InvalidModelError, did_you_mean
-from graphkit.graph import GraphIndex, node_label, subgraph_outer_reads, subgraphs, toposort_proto
+from graphkit.graph import GraphIndex, node_label, subgraphs, toposort_proto
 from graphkit.io import raw_nbytes
 from graphkit.model import (
     Model,
@@ -422,8 +422,8 @@ def _check_graph(graph: onnx.GraphProto, outer: frozenset[str], where: str, issu
                 label = node_label(node, i)
                 for sub in bodies:
                     _check_graph(sub, inner_outer, f"{where} > {label}.{sub.name or 'body'}", node_issues, top=False)
-                    if top:
-                        read |= subgraph_outer_reads(sub)
+                if top:
+                    read.update(index.reads(i))
         outputs = node.output
         if not seen.isdisjoint(outputs):  # (also true for outer names a node redefines: no issue then)
             _check_node_outputs(graph, index, i, where, producer_issues)

@@ -12,6 +12,7 @@ import argparse
 
 from graphkit.cli import _common, _render
 from graphkit.extract import TensorType, extract_with_report, parse_tensor_spec
+from graphkit.graph import GraphIndex
 from graphkit.model import Model
 
 
@@ -53,11 +54,7 @@ def split_specs(model: Model, specs: list[str] | None) -> tuple[list[str] | None
 
 
 def _tensor_names(model: Model) -> set[str]:
-    graph = model.lazy_proto.graph
-    names = {v.name for v in graph.input} | {t.name for t in graph.initializer}
-    for node in graph.node:
-        names.update(node.output)
-    return names
+    return set(GraphIndex(model.lazy_proto.graph).tensor_names)
 
 
 def run(args: argparse.Namespace) -> int:
