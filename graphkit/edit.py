@@ -28,6 +28,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from graphkit import _check_args as argcheck
+from graphkit import _ort
 from graphkit._submodel import finish
 from graphkit._typing import tensor_types
 from graphkit.errors import (
@@ -1516,8 +1517,6 @@ def fold_constants(model: Model, /, *, max_bytes: int = 2**20, check: bool = Tru
     argcheck.instance(model, "model", Model, argcheck.MODEL)
     argcheck.integer(max_bytes, "max_bytes", minimum=0, maximum=argcheck.INT64_MAX)
     argcheck.boolean(check, "check")
-    from graphkit.run import run
-
     proto = model.copy().lazy_proto
     graph = proto.graph
     index = GraphIndex(graph)
@@ -1527,7 +1526,9 @@ def fold_constants(model: Model, /, *, max_bytes: int = 2**20, check: bool = Tru
         raise NoChangeError(f"fold_constants: no node of {model.name} depends only on constants",
                             hint="nothing to fold; drop --fold-constants")
     produced = [o for i in sorted(folded) for o in graph.node[i].output if o]
-    values = run(Model(_constant_model(proto, index, folded, produced), model.base_dir), {}, opt_level="disable")
+    part = Model(_constant_model(proto, index, folded, produced), model.base_dir)
+    found = _ort.run_session(_ort.session(part, opt_level="disable"), produced, {}, f"the constant part of {model.name}")
+    values = {name: np.asarray(value) for name, value in zip(produced, found)}
     while True:
         wanted = _fold_boundary(graph, index, folded)
         too_big = {index.producer[n] for n in wanted if values[n].nbytes > max_bytes}
