@@ -23,9 +23,6 @@ DYNAMIC_IMPORTS_ALLOWED = {
     "graphkit/__init__.py": "the package entry: each public name is imported on first use",
     "graphkit/cli/__init__.py": "the CLI loads the one verb module it runs, inside the cli layer",
 }
-#: TEMPORARY, owned by core: extract types a tensor by an observed ONNX Runtime run reached through
-#: importlib; the typing engine (graphkit/_typing.py) replaces it. Delete the entry with the call.
-DYNAMIC_IMPORTS_PENDING = {"graphkit/extract.py"}
 
 
 def _lint_imports(folder: Path) -> subprocess.CompletedProcess[str]:
@@ -82,7 +79,7 @@ def test_no_module_hides_an_import_behind_importlib() -> None:
         for path in sorted(PACKAGE.rglob("*.py"))
         if (lines := _dynamic_imports(path))
     }
-    known = set(DYNAMIC_IMPORTS_ALLOWED) | DYNAMIC_IMPORTS_PENDING
+    known = set(DYNAMIC_IMPORTS_ALLOWED)
     hidden = {file: lines for file, lines in found.items() if file not in known}
     assert hidden == {}, "import these modules with an import statement, in a layer that may import them"
     assert set(DYNAMIC_IMPORTS_ALLOWED) <= set(found)  # entries nothing needs any more are removed
