@@ -164,18 +164,18 @@ class GraphIndex:
     @cached_property
     def initializers(self) -> dict[str, onnx.TensorProto]:
         """Initializer name → TensorProto (sparse initializers included by their values' name)."""
-        found = {t.name: t for t in self.graph.initializer}
+        if not len(self.graph.sparse_initializer):
+            return self.dense  # (the usual case: one dict, not two, for 10^4 initializers)
+        found = dict(self.dense)
         for sparse in self.graph.sparse_initializer:
             found[sparse.values.name] = sparse.values
         return found
 
     @cached_property
     def dense(self) -> dict[str, onnx.TensorProto]:
-        """Dense initializers only, name → TensorProto (the first of a name, as ``initializers``)."""
-        found: dict[str, onnx.TensorProto] = {}
-        for t in self.graph.initializer:
-            found.setdefault(t.name, t)
-        return found
+        """Dense initializers only, name → TensorProto (the last of a duplicate name, as protobuf
+        parsing would)."""
+        return {t.name: t for t in self.graph.initializer}
 
     @cached_property
     def sparse(self) -> dict[str, onnx.SparseTensorProto]:
