@@ -157,7 +157,7 @@ def test_a_sequence_crossing_a_cut_splits_and_chain_runs(empty: bool) -> None:
     crossing = next(v for v in result[1].model.graph.input if v.name == "s0")
     assert crossing.type.WhichOneof("value") == "sequence_type"
     chain = gk.run_chain(result, reference=model, opt_level="disable")
-    assert chain.ok and chain.exact
+    assert chain.passed and chain.exact
 
 
 @pytest.mark.parametrize("empty", [True, False])
