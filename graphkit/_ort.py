@@ -140,16 +140,27 @@ def symbolic_shapes(proto: onnx.ModelProto) -> onnx.ModelProto | None:
 
     None when this onnxruntime has no ``tools.symbolic_shape_infer``, when sympy (which it needs)
     is missing, or when it fails on the model. Dims it cannot size become symbolic expressions of
-    the input dims (``floor(H/8)``) or fresh names, never guesses.
+    the input dims (``floor(H/8)``) or fresh names, never guesses. Where it types only part of the
+    graph, that part is returned: its own ``infer_shapes`` would instead write the model into the
+    working directory (``sym_shape_infer_temp.onnx``) and raise, so its steps are run here.
     """
     try:
         onnxruntime()
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference, get_opset
     except ImportError as err:
         log.debug("ONNX Runtime's symbolic shape inference is not available: %s", err)
         return None
     try:
-        return SymbolicShapeInference.infer_shapes(proto, auto_merge=True, guess_output_rank=False)
+        opset = get_opset(proto)
+        if not opset or opset < 7:
+            return None
+        inference = SymbolicShapeInference(2**31 - 1, True, False, 0)  # (int_max, auto_merge, guess_output_rank, verbose)
+        inference._preprocess(proto)
+        while inference.run_:
+            inference._infer_impl()
+        inference._update_output_from_vi()
+        result: onnx.ModelProto = inference.out_mp_
+        return result
     except Exception as err:  # it raises whatever its handlers raise
         log.info("ONNX Runtime's symbolic shape inference failed: %s", first_line(err))
         return None

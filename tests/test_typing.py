@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -166,3 +168,18 @@ def test_a_sequence_crossing_capture_fragments_compares(empty: bool) -> None:
     result = gk.compare(model, fragment_bytes=1)  # (one node per fragment: every tensor crosses)
     assert result.passed
     assert {d.name for d in result.tensors} >= {"t", "y"}
+
+
+def test_symbolic_inference_that_types_part_of_a_graph_writes_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("sympy")
+    monkeypatch.chdir(tmp_path)  # (onnxruntime's own entry point saves the model here when it gives up)
+    b = gk.GraphBuilder("custom")
+    b.input("x", "float32", ["n", 2])
+    b.node("Mystery", ["x"], name="mystery", outputs=["t"], domain="custom")
+    b.node("Relu", ["t"], name="relu", outputs=["y"])
+    b.output("y", "float32", ["n", 2])
+    found = _typing.tensor_types(b.build(), ["t"], observe=False)
+    assert "t" not in found.types
+    assert list(tmp_path.iterdir()) == []
