@@ -242,7 +242,7 @@ def run_chain(
     """
     check_run_args(feeds, feed_options, provider=provider, opt_level=opt_level, threads=threads)
     argcheck.instance(tolerance, "tolerance", Tolerance, "a graphkit.Tolerance")
-    if not (reference is None or reference == "auto" or isinstance(reference, Model)):
+    if not (reference is None or isinstance(reference, Model) or (isinstance(reference, str) and reference == "auto")):
         raise ArgumentTypeError(f"reference= must be a Model, 'auto' or None, not {argcheck.describe(reference)}",
                                 hint="pass the whole model, 'auto' (the split's source) or None")
     models, specs, final_names, ref = _chain_parts(fragments, reference)

@@ -90,3 +90,11 @@ def test_dynamic_batch_flows_through_the_chain() -> None:
     chain = gk.run_chain(gk.split(model, parts=3), opt_level="disable", feed_options=gk.FeedOptions(dims={"batch": 4}))
     assert chain.exact and chain.outputs["y"].shape == (4, 16)
     assert chain.feeds[0].chosen_dims == {"batch": "4 (--dim)"}
+
+
+def test_run_chain_refuses_an_array_as_reference() -> None:
+    from graphkit.errors import ArgumentTypeError
+
+    whole = gk.load(fixture("whole_model.onnx"))
+    with pytest.raises(ArgumentTypeError, match="reference= must be a Model"):
+        gk.run_chain(gk.split(whole, parts=2), reference=np.array([1, 2]))
