@@ -23,6 +23,7 @@ Weights are never read: the copies given to inference hold only what it may read
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
@@ -616,9 +617,9 @@ def _observed_types(model: Model, names: Sequence[str]) -> tuple[dict[str, onnx.
     (then named), since one run at one input size proves no size. Returns ({}, why) when ONNX
     Runtime cannot run the model (custom ops, inputs it cannot generate).
     """
-    feeds = _probe_feeds(model)
+    feeds, why = _probe_feeds(model)
     if feeds is None:
-        return {}, "an input is not a tensor to generate"
+        return {}, why
     proto = onnx.ModelProto()
     proto.CopyFrom(model.lazy_proto)
     present = {o.name for o in proto.graph.output}
@@ -662,9 +663,14 @@ def _type_of_value(value: object) -> onnx.TypeProto | None:
     return None
 
 
-def _probe_feeds(model: Model) -> dict[str, np.ndarray] | None:
+#: The observed run generates no input larger than this (a declared dim may be absurd in a hostile file).
+_PROBE_MAX_BYTES = 1 << 30
+
+
+def _probe_feeds(model: Model) -> tuple[dict[str, np.ndarray] | None, str]:
     """Seeded inputs for the observed run: fixed dims as declared, dynamic ones 1 (one size for
-    each dim name). None when an input is not a tensor numpy can hold (then nothing is observed).
+    each dim name). (None, why) when an input is not a tensor numpy can hold, or its declared shape
+    is negative or too large to generate (then nothing is observed).
     User-facing runs generate their inputs with ``graphkit.run``; this probe only needs types."""
     initializers = {t.name for t in model.lazy_proto.graph.initializer}
     rng = np.random.default_rng(0)
@@ -673,13 +679,15 @@ def _probe_feeds(model: Model) -> dict[str, np.ndarray] | None:
         if value.name in initializers:
             continue
         if value.type.WhichOneof("value") != "tensor_type":
-            return None
+            return None, f"input '{value.name}' is not a tensor to generate"
         tensor = value.type.tensor_type
         try:
             dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type))
         except (KeyError, TypeError, ValueError):
-            return None
+            return None, f"input '{value.name}' has an element type numpy cannot hold"
         shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in tensor.shape.dim)
+        if any(d < 0 for d in shape) or math.prod(shape) * dtype.itemsize > _PROBE_MAX_BYTES:
+            return None, f"input '{value.name}' declares shape {list(shape)}, which cannot be generated"
         if dtype.kind == "f":
             feeds[value.name] = rng.uniform(-1, 1, shape).astype(dtype)
         elif dtype.kind == "b":
@@ -690,7 +698,7 @@ def _probe_feeds(model: Model) -> dict[str, np.ndarray] | None:
             feeds[value.name] = np.full(shape, "a", dtype=object)
         else:
             feeds[value.name] = np.zeros(shape, dtype)
-    return feeds
+    return feeds, ""
 
 
 # ---------------------------------------------------------------------------------- unknown dims

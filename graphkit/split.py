@@ -195,7 +195,7 @@ class Split:
             return self.source, f"compared with {self.source.name}"
         if self.source_path is None:
             return None, "no source model recorded"
-        if not self.source_path.is_file():
+        if not _is_file(self.source_path):
             return None, f"source model {self.source_path} is not at hand"
         size = self.source_path.stat().st_size
         if self.source_size is not None and size != self.source_size:
@@ -977,11 +977,23 @@ def _check_signature(model: Model, inputs: Sequence[Port], outputs: Sequence[Por
 def _source_path(source: dict[str, Any], folder: Path) -> Path | None:
     relative = source.get("relative_path")
     if relative:
-        candidate = (folder / relative).resolve()
-        if candidate.is_file():
+        try:
+            candidate = (folder / relative).resolve()
+        except (OSError, RuntimeError, ValueError):  # (a name too long, a symlink loop, a NUL byte)
+            candidate = None
+        if candidate is not None and _is_file(candidate):
             return candidate
     absolute = source.get("path")
     return Path(absolute) if absolute else None
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file; False also when it cannot be asked (a manifest's recorded
+    source is optional, so a name too long for the file system means "not at hand")."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def _sha256(path: Path) -> str:

@@ -426,3 +426,11 @@ def test_onnxruntime_log_lines_are_shown_with_verbose(tmp_path: Path) -> None:
     assert quiet.returncode == loud.returncode == 2
     assert "[E:onnxruntime" not in quiet.stderr and len(quiet.stderr.strip().splitlines()) == 2
     assert "[E:onnxruntime" in loud.stderr and "graphkit: error: ONNX Runtime failed running" in loud.stderr
+
+
+def test_a_recorded_source_path_too_long_means_not_at_hand(parts: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    _edit_manifest(parts, lambda d: d["source"].update(relative_path="x" * 100_000, path="/" + "y" * 100_000))
+    capfd.readouterr()
+    assert main(["run-chain", str(parts), "--json"]) == 0
+    result = json.loads(capfd.readouterr().out)
+    assert "not at hand" in json.dumps(result)

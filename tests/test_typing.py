@@ -183,3 +183,15 @@ def test_symbolic_inference_that_types_part_of_a_graph_writes_no_file(
     found = _typing.tensor_types(b.build(), ["t"], observe=False)
     assert "t" not in found.types
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("dim", [-3, 1 << 40])
+def test_the_observed_run_refuses_an_input_shape_it_cannot_generate(dim: int) -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [dim, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = gk.Model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    found, why = _typing._observed_types(model, ["y"])
+    assert found == {} and "input 'x' declares shape" in why and str(dim) in why
