@@ -195,3 +195,14 @@ def test_the_observed_run_refuses_an_input_shape_it_cannot_generate(dim: int) ->
     model = gk.Model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     found, why = _typing._observed_types(model, ["y"])
     assert found == {} and "input 'x' declares shape" in why and str(dim) in why
+
+
+def test_symbolic_inference_is_skipped_past_its_node_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(_ort, "symbolic_shapes", lambda proto: calls.append(len(proto.graph.node)))
+    monkeypatch.setattr(_typing, "SYMBOLIC_MAX_NODES", 0)
+    model = _stride8_model()
+    report = gk.extract_with_report(model, ["x"], ["g"])
+    assert calls == []
+    assert isinstance(_dims(report.model.graph.output[0])[2], str)  # still named, never sized by a guess
+    _assert_runs_like_the_source(model, report.model, ["g"])
