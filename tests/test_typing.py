@@ -37,6 +37,16 @@ def _dims(value: onnx.ValueInfoProto) -> list[int | str]:
     return [d.dim_value if d.HasField("dim_value") else d.dim_param for d in value.type.tensor_type.shape.dim]
 
 
+@pytest.fixture(params=[True, False], ids=["symbolic", "no-symbolic"])
+def symbolic(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """With ONNX Runtime's symbolic inference (needs sympy), and without it (one observed run)."""
+    if request.param:
+        pytest.importorskip("sympy")
+    else:
+        monkeypatch.setattr(_ort, "symbolic_shapes", lambda proto: None)
+    return bool(request.param)
+
+
 def _assert_runs_like_the_source(source: gk.Model, part: gk.Model, names: list[str]) -> None:
     for height in (1, 2, 16, 17, 40):
         x = np.random.default_rng(height).standard_normal((1, 1, height, 8)).astype(np.float32)
@@ -46,14 +56,7 @@ def _assert_runs_like_the_source(source: gk.Model, part: gk.Model, names: list[s
             np.testing.assert_allclose(got[name], want[name], rtol=1e-6, err_msg=f"{name} at H={height}")
 
 
-@pytest.mark.parametrize("symbolic", [True, False])
-def test_a_dim_a_stage_divides_stays_symbolic_in_extract_and_runs_at_other_sizes(
-    symbolic: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if symbolic:
-        pytest.importorskip("sympy")
-    else:
-        monkeypatch.setattr(_ort, "symbolic_shapes", lambda proto: None)
+def test_a_dim_a_stage_divides_stays_symbolic_in_extract_and_runs_at_other_sizes(symbolic: bool) -> None:
     model = _stride8_model()
     report = gk.extract_with_report(model, ["x"], ["g"])
     (out,) = report.model.graph.output
@@ -64,14 +67,7 @@ def test_a_dim_a_stage_divides_stays_symbolic_in_extract_and_runs_at_other_sizes
     _assert_runs_like_the_source(model, report.model, ["g"])
 
 
-@pytest.mark.parametrize("symbolic", [True, False])
-def test_a_dim_a_stage_divides_stays_symbolic_in_expose_and_runs_at_other_sizes(
-    symbolic: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if symbolic:
-        pytest.importorskip("sympy")
-    else:
-        monkeypatch.setattr(_ort, "symbolic_shapes", lambda proto: None)
+def test_a_dim_a_stage_divides_stays_symbolic_in_expose_and_runs_at_other_sizes(symbolic: bool) -> None:
     model = _stride8_model()
     exposed = gk.expose(model, ["g"])
     added = next(v for v in exposed.graph.output if v.name == "g")
