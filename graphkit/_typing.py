@@ -252,12 +252,18 @@ def weightless(
     graph.node.extend(nodes)
     graph.input.extend(g.graph.input)
     declared = set(g.inputs)
+    # Before IR version 4 every initializer had to be listed as a graph input too: there the listing
+    # says nothing about overriding, and the value (a ConstantOfShape's shape, say) is kept for
+    # inference, which sizes what depends on it. From version 4 on, a listed initializer is a default
+    # the user may override: only its declared type is proven, so its value is left out.
+    hidden = set(declared) if source.ir_version >= 4 else set()
     for name, tp in (stops or {}).items():
         if name not in declared:
             graph.input.append(value_info_of(name, tp))
             declared.add(name)
+            hidden.add(name)
     graph.initializer.extend(t for t in (g.graph.initializer if initializers is None else initializers)
-                             if t.name not in declared)
+                             if t.name not in hidden)
     _strip_values(graph.initializer, _value_readers(g, nodes))
     for sparse in g.graph.sparse_initializer:
         if sparse.values.name not in declared:

@@ -202,3 +202,37 @@ def test_symbolic_inference_is_skipped_past_its_node_bound(monkeypatch: pytest.M
     assert calls == []
     assert isinstance(_dims(report.model.graph.output[0])[2], str)  # still named, never sized by a guess
     _assert_runs_like_the_source(model, report.model, ["g"])
+
+
+def _listed_initializer_model(ir_version: int) -> gk.Model:
+    """x [1, 2, 5, 5] -> Conv with a weight made by ConstantOfShape(shape), where ``shape`` (an
+    initializer) is also listed as a graph input, as every model before IR version 4 had to list it."""
+    shape = helper.make_tensor("w_shape", TensorProto.INT64, [4], [7, 2, 3, 3])
+    nodes = [
+        helper.make_node("ConstantOfShape", ["w_shape"], ["w"], name="make_w",
+                         value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.5])),
+        helper.make_node("Conv", ["x", "w"], ["y"], name="conv"),
+    ]
+    graph = helper.make_graph(
+        nodes, "listed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5]),
+         helper.make_tensor_value_info("w_shape", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[shape],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
+    proto.ir_version = ir_version
+    return gk.Model(proto)
+
+
+def test_an_initializer_listed_as_input_before_ir_4_is_a_constant_for_inference() -> None:
+    # The onnx wheel's light models (IR 3) build every weight so: their split boundaries had their
+    # channel dims named instead of sized.
+    found = _typing.tensor_types(_listed_initializer_model(3), ["y"], declared=False, observe=False)
+    assert _dims(onnx.helper.make_value_info("y", found.types["y"])) == [1, 7, 3, 3]
+
+
+def test_an_overridable_initializer_from_ir_4_on_gives_only_its_type() -> None:
+    # The user may feed another shape: the channel count is not proven, so it stays named.
+    found = _typing.tensor_types(_listed_initializer_model(4), ["y"], declared=False)
+    dims = _dims(onnx.helper.make_value_info("y", found.types["y"]))
+    assert len(dims) == 4 and all(isinstance(d, str) and d for d in dims)
