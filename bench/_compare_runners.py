@@ -9,7 +9,7 @@ import time
 
 
 def _feeds(model):  # type: ignore[no-untyped-def]
-    from graphkit.run import make_feeds
+    from graphkit._run import make_feeds
 
     return make_feeds(model)
 
@@ -29,7 +29,7 @@ def expose_all(model: str) -> dict[str, float]:
     import onnx
 
     import graphkit
-    from graphkit.run import session
+    from graphkit._run import session
 
     start = time.perf_counter()
     loaded = graphkit.load(model)

@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import graphkit as gk  # noqa: E402
 from graphkit._chain import run_chain  # noqa: E402
-from graphkit.run import session  # noqa: E402
+from graphkit._run import session  # noqa: E402
 
 
 def _generator() -> object | None:

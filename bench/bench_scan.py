@@ -110,9 +110,9 @@ _TIMED = (
 )
 SNIPPETS = {
     "onnx.load": _TIMED.format(imports="import onnx", call="onnx.load(sys.argv[1])", mark=_measure.RESULT_MARK),
-    "graphkit.load": _TIMED.format(imports="import graphkit, graphkit.io", call="graphkit.load(sys.argv[1])",
+    "graphkit.load": _TIMED.format(imports="import graphkit, graphkit._io", call="graphkit.load(sys.argv[1])",
                                    mark=_measure.RESULT_MARK),
-    "graphkit summarize": _TIMED.format(imports="import graphkit, graphkit.io, graphkit.summary",
+    "graphkit summarize": _TIMED.format(imports="import graphkit, graphkit._io, graphkit._summary",
                                         call="graphkit.summarize(graphkit.load(sys.argv[1]))",
                                         mark=_measure.RESULT_MARK),
 }

@@ -5,9 +5,10 @@ through ONNX Runtime, and find the node where its numbers go wrong.
 
 Importing the package is cheap: each public name is imported from its module on first use (PEP 562),
 so ``import graphkit; graphkit.load(...)`` never pays for ONNX Runtime, onnx-graphsurgeon or the
-compare/edit/split/run machinery. Six names are both a submodule and a function (``compare``,
-``diff``, ``extract``, ``run``, ``split``, ``validate``): ``graphkit.<name>`` is always the function,
-whatever was imported before (see :class:`_Package`); the submodule stays in ``sys.modules``.
+compare/edit/split/run machinery. The implementation modules are private (``graphkit._extract``,
+``graphkit._edit``, ...) and this file re-exports the public API from one table, so ``graphkit.extract``
+is always the function and no module shadows it. ``graphkit.errors`` (the exceptions) and
+``graphkit.cli`` are the only public submodules.
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from graphkit._build import GraphBuilder, parse_model
     from graphkit._chain import ChainResult, FragmentRun, OutputDiff, run_chain
-    from graphkit._options import Backend, Balance, FeedOptions, OptLevel, Provider, Tolerance
-    from graphkit.build import GraphBuilder, parse_model
-    from graphkit.compare import Comparison, Divergence, MarkerResult, TensorDiff, compare, markers
-    from graphkit.diff import Change, ModelDiff, diff
-    from graphkit.edit import (
+    from graphkit._compare import Comparison, Divergence, MarkerResult, TensorDiff, compare, markers
+    from graphkit._diff import Change, ModelDiff, diff
+    from graphkit._edit import (
         bypass_node,
         cleanup,
         constant_to_input,
@@ -44,6 +44,23 @@ if TYPE_CHECKING:
         set_opset,
         to_graphsurgeon,
     )
+    from graphkit._extract import (
+        Exposure,
+        Extraction,
+        TensorType,
+        expose,
+        expose_with_report,
+        extract,
+        extract_with_report,
+    )
+    from graphkit._io import load, save, tensor_value
+    from graphkit._model import Model
+    from graphkit._options import Backend, Balance, FeedOptions, OptLevel, Provider, Tolerance
+    from graphkit._recipe import Recipe, Step, apply_recipe, load_recipe
+    from graphkit._run import FeedNote, RunResult, TensorStats, make_feeds, run, run_detailed
+    from graphkit._split import Fragment, Port, Split, load_split, split, write_split
+    from graphkit._summary import Summary, TensorSig, summarize
+    from graphkit._validate import Issue, Report, toposort, validate
     from graphkit.errors import (
         ArgumentTypeError,
         CorruptModelError,
@@ -64,22 +81,6 @@ if TYPE_CHECKING:
         UsageError,
         WriteError,
     )
-    from graphkit.extract import (
-        Exposure,
-        Extraction,
-        TensorType,
-        expose,
-        expose_with_report,
-        extract,
-        extract_with_report,
-    )
-    from graphkit.io import load, save, tensor_value
-    from graphkit.model import Model
-    from graphkit.recipe import Recipe, Step, apply_recipe, load_recipe
-    from graphkit.run import FeedNote, RunResult, TensorStats, make_feeds, run, run_detailed
-    from graphkit.split import Fragment, Port, Split, load_split, split, write_split
-    from graphkit.summary import Summary, TensorSig, summarize
-    from graphkit.validate import Issue, Report, toposort, validate
 
 __version__ = "0.1.0"
 
@@ -184,10 +185,10 @@ __all__ = [
 _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "_chain": ("ChainResult", "FragmentRun", "OutputDiff", "run_chain"),
     "_options": ("Backend", "Balance", "FeedOptions", "OptLevel", "Provider", "Tolerance"),
-    "build": ("GraphBuilder", "parse_model"),
-    "compare": ("Comparison", "Divergence", "MarkerResult", "TensorDiff", "compare", "markers"),
-    "diff": ("Change", "ModelDiff", "diff"),
-    "edit": (
+    "_build": ("GraphBuilder", "parse_model"),
+    "_compare": ("Comparison", "Divergence", "MarkerResult", "TensorDiff", "compare", "markers"),
+    "_diff": ("Change", "ModelDiff", "diff"),
+    "_edit": (
         "bypass_node", "cleanup", "constant_to_input", "fold_constants", "from_graphsurgeon",
         "initializer_to_input", "input_to_initializer", "insert_node", "merge", "remove_attribute",
         "remove_node", "rename_node", "rename_tensor", "replace_op", "set_attribute", "set_dims",
@@ -199,46 +200,21 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
         "NoChangeError", "NodeNotFoundError", "OpenCutError", "RuntimeFailure", "TensorNotFoundError",
         "UnsafePathError", "UsageError", "WriteError",
     ),
-    "extract": (
+    "_extract": (
         "Exposure", "Extraction", "TensorType", "expose", "expose_with_report", "extract",
         "extract_with_report",
     ),
-    "io": ("load", "save", "tensor_value"),
-    "model": ("Model",),
-    "recipe": ("Recipe", "Step", "apply_recipe", "load_recipe"),
-    "run": ("FeedNote", "RunResult", "TensorStats", "make_feeds", "run", "run_detailed"),
-    "split": ("Fragment", "Port", "Split", "load_split", "split", "write_split"),
-    "summary": ("Summary", "TensorSig", "summarize"),
-    "validate": ("Issue", "Report", "toposort", "validate"),
+    "_io": ("load", "save", "tensor_value"),
+    "_model": ("Model",),
+    "_recipe": ("Recipe", "Step", "apply_recipe", "load_recipe"),
+    "_run": ("FeedNote", "RunResult", "TensorStats", "make_feeds", "run", "run_detailed"),
+    "_split": ("Fragment", "Port", "Split", "load_split", "split", "write_split"),
+    "_summary": ("Summary", "TensorSig", "summarize"),
+    "_validate": ("Issue", "Report", "toposort", "validate"),
 }
 _EXPORTS: dict[str, str] = {
     name: f"graphkit.{module}" for module, names in _EXPORTS_BY_MODULE.items() for name in names
 }
-#: Names that are both a submodule and the function it defines (``graphkit.extract`` and so on).
-_SHADOWED: frozenset[str] = frozenset(name for name, module in _EXPORTS.items() if module == f"graphkit.{name}")
-
-
-class _Package(types.ModuleType):
-    """The package module's class: binding submodule ``graphkit.<name>`` keeps the function ``<name>``.
-
-    After loading ``graphkit.extract`` (for whatever reason: ``import graphkit.extract``, ``from
-    graphkit.extract import _Graph`` inside another module, ...) the import system sets the package
-    attribute ``extract`` to the submodule. For the names in ``_SHADOWED`` the function of the same
-    name is bound instead, as the eager ``from graphkit.extract import extract`` used to do.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if (
-            name in _SHADOWED
-            and isinstance(value, types.ModuleType)
-            and value.__name__ == f"{__name__}.{name}"
-            and hasattr(value, name)
-        ):
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 def _import(module_name: str) -> types.ModuleType:
@@ -256,7 +232,7 @@ def _lazy_attribute(name: str) -> Any:
     if module_name is not None:
         value = getattr(_import(module_name), name)
     elif not name.startswith("_"):
-        try:  # a submodule not yet imported (graphkit.io, graphkit.edit, ...), as the eager import had them
+        try:  # a public submodule not yet imported (graphkit.errors, graphkit.cli)
             value = _import(f"{__name__}.{name}")
         except ModuleNotFoundError as err:
             if err.name != f"{__name__}.{name}":

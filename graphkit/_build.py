@@ -23,9 +23,9 @@ import onnx
 from onnx import helper, numpy_helper
 
 from graphkit import _check_args as argcheck
+from graphkit._graph import toposort_proto
+from graphkit._model import Model
 from graphkit.errors import ArgumentTypeError, InvalidModelError, UsageError
-from graphkit.graph import toposort_proto
-from graphkit.model import Model
 
 __all__ = ["DEFAULT_OPSET", "GraphBuilder", "dtype_to_onnx", "make_value_info", "parse_model"]
 

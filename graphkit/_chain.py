@@ -15,10 +15,9 @@ from typing import Any, Literal
 import numpy as np
 
 from graphkit import _check_args as argcheck
+from graphkit._model import Model
 from graphkit._options import FeedOptions, OptLevel, Provider, Tolerance
-from graphkit.errors import ArgumentTypeError, UsageError
-from graphkit.model import Model
-from graphkit.run import (
+from graphkit._run import (
     FeedNote,
     FeedSpec,
     _run_session,
@@ -31,7 +30,8 @@ from graphkit.run import (
     tensor_stats,
     value_nbytes,
 )
-from graphkit.split import Split, load_split
+from graphkit._split import Split, load_split
+from graphkit.errors import ArgumentTypeError, UsageError
 
 __all__ = ["ChainResult", "FragmentRun", "OutputDiff", "compare_outputs", "run_chain"]
 

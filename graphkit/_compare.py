@@ -5,7 +5,7 @@ the candidate's topological order:
 
 - one model on two backends: ONNX Runtime with all optimizations (the candidate) against ONNX
   Runtime without optimizations or onnx's ReferenceEvaluator (the reference). The evaluator runs
-  with graphkit.reference_ops' spec-faithful kernels for the operators onnx 1.23 gets wrong
+  with graphkit._reference_ops' spec-faithful kernels for the operators onnx 1.23 gets wrong
   (BatchNormalization opsets 7-13, LRN, Softmax/LogSoftmax/Hardmax before opset 13), so it is an
   independent second opinion rather than a source of false alarms;
 - two models (the first is the reference): tensors matched by name, by marker name, by a mapping,
@@ -38,9 +38,14 @@ import onnx
 from graphkit import _check_args as argcheck
 from graphkit._arrays import open_npz
 from graphkit._files import check_regular, exists, read_data
+from graphkit._graph import GraphIndex
+from graphkit._io import inline_proto
+from graphkit._model import Model, has_external_data
 from graphkit._options import Backend, FeedOptions, Tolerance
+from graphkit._run import as_value, input_specs, make_feeds, run_fragment, value_nbytes
 from graphkit._submodel import submodel
 from graphkit._typing import tensor_types
+from graphkit._validate import require_sound
 from graphkit.errors import (
     ArgumentTypeError,
     FeedError,
@@ -50,11 +55,6 @@ from graphkit.errors import (
     UsageError,
     not_found,
 )
-from graphkit.graph import GraphIndex
-from graphkit.io import inline_proto
-from graphkit.model import Model, has_external_data
-from graphkit.run import as_value, input_specs, make_feeds, run_fragment, value_nbytes
-from graphkit.validate import require_sound
 
 __all__ = [
     "BACKENDS",
@@ -76,7 +76,7 @@ log = logging.getLogger(__name__)
 BACKENDS: dict[str, str] = {
     "ort": "ONNX Runtime (all optimizations)",
     "ort-noopt": "ONNX Runtime (no optimizations)",
-    "reference": "onnx ReferenceEvaluator (spec fixes: graphkit.reference_ops)",
+    "reference": "onnx ReferenceEvaluator (spec fixes: graphkit._reference_ops)",
 }
 DEFAULT_FRAGMENT_BYTES = 64 * 2**20
 _CHUNK = 1 << 20  # elements per step when computing figures, to bound temporaries
@@ -681,7 +681,7 @@ def _execute_reference(model: Model, feeds: Mapping[str, np.ndarray], outputs: S
                        what: str) -> dict[str, np.ndarray]:
     from onnx.reference import ReferenceEvaluator
 
-    from graphkit import reference_ops
+    from graphkit import _reference_ops as reference_ops
 
     proto = inline_proto(model) if has_external_data(model.lazy_proto) else model.lazy_proto
     try:
@@ -861,7 +861,7 @@ def compare(
         reference: Reference values (an ``.npz`` path or a mapping) keyed by tensor or marker name;
             graph inputs found there are used as feeds.
         backend: The reference side's backend: "ort", "ort-noopt" or "reference" (onnx's
-            ReferenceEvaluator with the kernels of graphkit.reference_ops).
+            ReferenceEvaluator with the kernels of graphkit._reference_ops).
         candidate_backend: The candidate side's backend.
         feeds: Input values by name; missing ones are generated.
         feed_options: How the inputs not in ``feeds`` are generated (seed, shapes, dims, ranges).

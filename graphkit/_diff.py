@@ -18,11 +18,11 @@ import numpy as np
 import onnx
 
 from graphkit import _check_args as argcheck
+from graphkit._graph import GraphIndex
+from graphkit._io import tensor_value
+from graphkit._model import Model, function_tensors, is_external
 from graphkit._options import Tolerance
-from graphkit.graph import GraphIndex
-from graphkit.io import tensor_value
-from graphkit.model import Model, function_tensors, is_external
-from graphkit.summary import TensorSig, dtype_name
+from graphkit._summary import TensorSig, dtype_name
 
 __all__ = ["Change", "ModelDiff", "diff"]
 

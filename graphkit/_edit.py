@@ -29,8 +29,12 @@ from onnx import helper, numpy_helper
 
 from graphkit import _check_args as argcheck
 from graphkit import _ort
+from graphkit._graph import GraphIndex, graph_tensor_names, node_label, node_reads, subgraphs
+from graphkit._io import tensor_nbytes, tensor_value
+from graphkit._model import Model, is_external, iter_graphs, iter_tensors
 from graphkit._submodel import finish
 from graphkit._typing import tensor_types
+from graphkit._validate import check_or_raise
 from graphkit.errors import (
     ArgumentTypeError,
     EditError,
@@ -40,10 +44,6 @@ from graphkit.errors import (
     TensorNotFoundError,
     not_found,
 )
-from graphkit.graph import GraphIndex, graph_tensor_names, node_label, node_reads, subgraphs
-from graphkit.io import tensor_nbytes, tensor_value
-from graphkit.model import Model, is_external, iter_graphs, iter_tensors
-from graphkit.validate import check_or_raise
 
 __all__ = [
     "bypass_node",

@@ -24,10 +24,14 @@ from typing import TYPE_CHECKING, Any
 import onnx
 
 from graphkit import _check_args as argcheck
+from graphkit._build import dtype_to_onnx
+from graphkit._graph import node_label, paused_gc, toposort_proto
+from graphkit._io import tensor_nbytes
+from graphkit._model import Model
 from graphkit._numbers import parse_int
 from graphkit._submodel import submodel
 from graphkit._typing import Source, has_shape, tensor_types, value_info_of
-from graphkit.build import dtype_to_onnx
+from graphkit._validate import check_or_raise, require_sound
 from graphkit.errors import (
     ArgumentTypeError,
     GraphkitError,
@@ -38,13 +42,9 @@ from graphkit.errors import (
     did_you_mean,
     not_found,
 )
-from graphkit.graph import node_label, paused_gc, toposort_proto
-from graphkit.io import tensor_nbytes
-from graphkit.model import Model
-from graphkit.validate import check_or_raise, require_sound
 
 if TYPE_CHECKING:
-    from graphkit.summary import TensorSig
+    from graphkit._summary import TensorSig
 
 __all__ = [
     "Exposure",
@@ -679,7 +679,7 @@ def extract_with_report(
         UsageError: A name is given twice, or a boundary tensor's type cannot be found.
         InvalidModelError: ``check`` is set and the result fails validation.
     """
-    from graphkit.summary import TensorSig  # (only the report needs it)
+    from graphkit._summary import TensorSig  # (only the report needs it)
 
     _check_cut_args(model, check, types, observe, inputs=inputs, outputs=outputs)
     done = _extract(model, inputs, outputs, check=check, types=types, observe=observe)
@@ -868,7 +868,7 @@ def expose_with_report(
         UsageError: Nothing to expose, or a type cannot be found.
         InvalidModelError: ``check`` is set and the result fails validation.
     """
-    from graphkit.summary import TensorSig
+    from graphkit._summary import TensorSig
 
     _check_cut_args(model, check, types, observe, tensors=tensors, op_types=op_types)
     argcheck.boolean(all_tensors, "all_tensors")

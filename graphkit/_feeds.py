@@ -21,9 +21,9 @@ from onnx import numpy_helper
 
 from graphkit._arrays import check_array_size, open_npz, read_npy
 from graphkit._files import check_regular, exists, read_bytes
+from graphkit._io import WritePlan, atomic_output
 from graphkit._numbers import INT64_MAX, parse_float, parse_int
 from graphkit.errors import FeedError, UsageError, did_you_mean
-from graphkit.io import WritePlan, atomic_output
 
 __all__ = [
     "FeedFile",

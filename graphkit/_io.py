@@ -26,17 +26,7 @@ from onnx import numpy_helper
 
 from graphkit import _check_args as argcheck
 from graphkit import _write
-from graphkit.errors import (
-    CorruptModelError,
-    ExternalDataError,
-    GraphkitError,
-    InvalidModelError,
-    ModelNotFoundError,
-    UnsafePathError,
-    UsageError,
-    WriteError,
-)
-from graphkit.model import (
+from graphkit._model import (
     Model,
     borrowed_file_changed,
     borrowed_path,
@@ -49,6 +39,16 @@ from graphkit.model import (
     iter_tensors,
     outline,
     unborrow,
+)
+from graphkit.errors import (
+    CorruptModelError,
+    ExternalDataError,
+    GraphkitError,
+    InvalidModelError,
+    ModelNotFoundError,
+    UnsafePathError,
+    UsageError,
+    WriteError,
 )
 
 __all__ = [
@@ -95,7 +95,7 @@ def load(path: str | os.PathLike[str], *, lazy: bool | None = None) -> Model:
     """Load an ONNX model, leaving its external weights on disk.
 
     A large model file (``LAZY_FILE_MIN``) is scanned, not parsed whole: its large inline weights
-    stay in the file (borrowed, see ``graphkit.model``), so loading costs time proportional to the
+    stay in the file (borrowed, see ``graphkit._model``), so loading costs time proportional to the
     graph, not the weights. Saving writes them inline again (streamed from the file);
     ``tensor_value`` and ONNX Runtime read them from the file, and ``Model.proto`` reads them in. The
     file must then stay unchanged while the Model is in use.

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import onnx
 
+from graphkit._io import runtime_bytes
+from graphkit._model import Model
 from graphkit._numbers import MAX_THREADS_PER_CORE, check_int, max_threads
 from graphkit.errors import RuntimeFailure, UsageError
-from graphkit.io import runtime_bytes
-from graphkit.model import Model
 
 if TYPE_CHECKING:
     import onnxruntime as ort

@@ -1,6 +1,6 @@
 """Recipes: a list of edits in a JSON or YAML file, applied in order, reviewable and replayable.
 
-    - op: set_op_type          # a function of graphkit.edit
+    - op: set_op_type          # a function of graphkit._edit
       node: Add                # its keyword arguments
       op_type: Sub
     - op: set_initializer
@@ -31,13 +31,13 @@ from typing import Any
 import numpy as np
 
 from graphkit import _check_args as argcheck
-from graphkit import edit
+from graphkit import _edit as edit
 from graphkit._arrays import read_npy
 from graphkit._files import read_data
+from graphkit._io import atomic_output, load
+from graphkit._model import Model
 from graphkit._numbers import check_int, parse_int
 from graphkit.errors import NoChangeError, UsageError, did_you_mean
-from graphkit.io import atomic_output, load
-from graphkit.model import Model
 
 __all__ = ["OPERATIONS", "Recipe", "Step", "StepResult", "apply_recipe", "dump_recipe", "load_recipe", "run_steps", "save_recipe"]
 

@@ -22,17 +22,17 @@ import onnx
 
 from graphkit import _check_args as argcheck
 from graphkit import _ort
+from graphkit._graph import GraphIndex
+from graphkit._model import Model
 from graphkit._numbers import max_threads
 from graphkit._options import FeedOptions, OptLevel, Provider
+from graphkit._summary import TensorSig
+from graphkit._validate import require_sound
 from graphkit.errors import (
     FeedError,
     TensorNotFoundError,
     not_found,
 )
-from graphkit.graph import GraphIndex
-from graphkit.model import Model
-from graphkit.summary import TensorSig
-from graphkit.validate import require_sound
 
 if TYPE_CHECKING:
     pass

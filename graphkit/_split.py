@@ -32,11 +32,16 @@ import numpy as np
 import onnx
 
 from graphkit import _check_args as argcheck
-from graphkit import _write, io
+from graphkit import _io as io
+from graphkit import _write
 from graphkit._files import check_regular, exists, is_dir, read_data
+from graphkit._graph import GraphIndex, node_label, paused_gc
+from graphkit._model import Model, iter_graphs, iter_tensors
 from graphkit._options import Balance
 from graphkit._submodel import submodel
+from graphkit._summary import TensorSig, dtype_name
 from graphkit._typing import Source, tensor_types, value_info_of
+from graphkit._validate import check_or_raise, require_sound
 from graphkit.errors import (
     CorruptModelError,
     InvalidModelError,
@@ -46,10 +51,6 @@ from graphkit.errors import (
     WriteError,
     not_found,
 )
-from graphkit.graph import GraphIndex, node_label, paused_gc
-from graphkit.model import Model, iter_graphs, iter_tensors
-from graphkit.summary import TensorSig, dtype_name
-from graphkit.validate import check_or_raise, require_sound
 
 __all__ = ["MANIFEST", "Fragment", "Port", "Split", "load_split", "split", "write_split"]
 

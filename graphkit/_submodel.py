@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 
 import onnx
 
-from graphkit.graph import GraphIndex, subgraphs
-from graphkit.model import iter_graphs
+from graphkit._graph import GraphIndex, subgraphs
+from graphkit._model import iter_graphs
 
 __all__ = ["finish", "submodel", "used_functions"]
 

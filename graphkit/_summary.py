@@ -10,8 +10,8 @@ from typing import Any
 import onnx
 
 from graphkit import _check_args as argcheck
-from graphkit.io import tensor_nbytes
-from graphkit.model import Model, is_borrowed, is_external, iter_graphs, iter_tensors
+from graphkit._io import tensor_nbytes
+from graphkit._model import Model, is_borrowed, is_external, iter_graphs, iter_tensors
 
 __all__ = ["Summary", "TensorSig", "dtype_name", "shape_of", "summarize"]
 

@@ -5,7 +5,7 @@ boundaries, edit's re-inference, compare's captured values), from the cheapest s
 tell, in this order:
 
 1. what the model declares: value_info, graph inputs and outputs, initializers;
-2. exact propagation in Python for elementwise chains (``graphkit.propagate``);
+2. exact propagation in Python for elementwise chains (``graphkit._propagate``);
 3. ONNX shape inference with data propagation, on a ``weightless`` copy of as little of the graph
    as is needed;
 4. where ONNX leaves a dim unknown, ONNX Runtime's symbolic shape inference (when the installed
@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from graphkit import _ort, propagate
+from graphkit import _ort
+from graphkit import _propagate as propagate
+from graphkit._graph import GraphIndex, node_reads, subgraphs
+from graphkit._model import Model
 from graphkit.errors import GraphkitError
-from graphkit.graph import GraphIndex, node_reads, subgraphs
-from graphkit.model import Model
 
 __all__ = ["Source", "Typing", "has_dtype", "has_shape", "tensor_types", "value_info_of", "weightless"]
 
@@ -399,7 +400,7 @@ def _region(
 def _propagated_types(
     g: Source, names: Sequence[str], stops: Mapping[str, onnx.TypeProto], region: Sequence[int] | None
 ) -> dict[str, onnx.TypeProto] | None:
-    """The types of ``names`` by exact Python propagation (graphkit.propagate), or None.
+    """The types of ``names`` by exact Python propagation (graphkit._propagate), or None.
 
     ``region`` is the cut's nodes when its inputs are all typed (they are typed in order);
     otherwise every node up to the last producer of ``names`` is typed in one forward pass

@@ -19,10 +19,9 @@ import onnx
 from google.protobuf.message import EncodeError
 
 from graphkit import _check_args as argcheck
-from graphkit.errors import CycleError, InvalidModelError, did_you_mean
-from graphkit.graph import GraphIndex, node_label, subgraphs, toposort_proto
-from graphkit.io import raw_nbytes
-from graphkit.model import (
+from graphkit._graph import GraphIndex, node_label, subgraphs, toposort_proto
+from graphkit._io import raw_nbytes
+from graphkit._model import (
     Model,
     has_external_data,
     is_borrowed,
@@ -31,6 +30,7 @@ from graphkit.model import (
     iter_tensors,
     outline,
 )
+from graphkit.errors import CycleError, InvalidModelError, did_you_mean
 
 __all__ = ["Issue", "Report", "check_or_raise", "require_sound", "toposort", "validate"]
 

@@ -6,7 +6,7 @@ a part of one. A temporary name says which process wrote it and for which file
 (``.gk-<pid>-<random>.<name>.tmp``, cut to fit the file system's name limit), so the next write to
 the same place removes the ones whose writer is no longer running (killed, crashed, out of power).
 
-Nothing here knows about models; ``graphkit.io`` builds model saves and write plans on top of it.
+Nothing here knows about models; ``graphkit._io`` builds model saves and write plans on top of it.
 """
 
 from __future__ import annotations

@@ -437,14 +437,14 @@ def _preload() -> None:
     """Import every verb and heavy dependency now: an alarm during an import can leave it half done."""
     import yaml
 
-    import graphkit.edit
-    import graphkit.run
+    import graphkit._edit
+    import graphkit._run
     from graphkit.cli import build_parser
 
     build_parser()
     yaml.safe_load("[]")
     with contextlib.suppress(Exception):
-        graphkit.edit.to_graphsurgeon(gk.load(FIXTURES / "my_add.onnx"))
+        graphkit.to_graphsurgeon(gk.load(FIXTURES / "my_add.onnx"))
 
 
 def _cache_dir() -> Path:

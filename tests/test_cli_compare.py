@@ -14,9 +14,9 @@ from conftest import LIGHT, ROOT, digest, fixture
 from onnx import numpy_helper
 
 import graphkit as gk
+from graphkit._run import make_feeds
+from graphkit._run import run as ort_run
 from graphkit.cli import main
-from graphkit.run import make_feeds
-from graphkit.run import run as ort_run
 
 
 def _edited(tmp_path: Path, change) -> Path:
@@ -225,4 +225,4 @@ def test_compare_reference_backend_passes_on_light_squeezenet(capsys: pytest.Cap
 
     assert main(["compare", str(LIGHT / "light_squeezenet.onnx"), "--backend", "reference"]) == 0
     out = capsys.readouterr().out
-    assert "graphkit.reference_ops" in out and "PASSED: 66 tensors" in out
+    assert "graphkit._reference_ops" in out and "PASSED: 66 tensors" in out

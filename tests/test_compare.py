@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from onnx import numpy_helper
 
 import graphkit as gk
-from graphkit import reference_ops
-from graphkit.compare import Tolerance, compare, markers, tensor_figures
-from graphkit.run import make_feeds
-from graphkit.run import run as ort_run
+from graphkit import _reference_ops as reference_ops
+from graphkit._compare import Tolerance, compare, markers, tensor_figures
+from graphkit._run import make_feeds
+from graphkit._run import run as ort_run
 
 
 def _light(name: str) -> tuple[gk.Model, dict[str, np.ndarray]]:
@@ -95,7 +95,7 @@ def test_chunked_figures_equal_one_shot(monkeypatch: pytest.MonkeyPatch) -> None
     rng = np.random.default_rng(0)
     c, r = rng.standard_normal(10_000), rng.standard_normal(10_000)
     whole = tensor_figures(c, r, Tolerance())
-    monkeypatch.setattr(importlib.import_module("graphkit.compare"), "_CHUNK", 999)
+    monkeypatch.setattr(importlib.import_module("graphkit._compare"), "_CHUNK", 999)
     chunked = tensor_figures(c, r, Tolerance())
     for key in ("max_abs", "max_rel", "mean_abs", "mse", "cosine", "out_of_tolerance", "needed_atol"):
         assert chunked[key] == pytest.approx(whole[key], rel=1e-12)
@@ -383,7 +383,7 @@ LIGHT_MODELS = {"bvlc_alexnet": 24, "zfnet512": 22, "squeezenet": 66, "resnet50"
 @pytest.mark.slow
 @pytest.mark.parametrize("name", LIGHT_MODELS)
 def test_reference_evaluator_agrees_with_ort_on_light_models(name: str) -> None:
-    """The corrected evaluator (graphkit.reference_ops) matches ONNX Runtime on every compared tensor.
+    """The corrected evaluator (graphkit._reference_ops) matches ONNX Runtime on every compared tensor.
 
     Default tolerance atol 1e-5, rtol 1e-3; the largest rtol actually needed is about 1.4e-5 (resnet50).
     """

@@ -10,7 +10,7 @@ from conftest import fixture, planted_changes
 from onnx import numpy_helper
 
 import graphkit as gk
-from graphkit.diff import diff
+from graphkit._diff import diff
 
 
 def test_diff_finds_exactly_the_planted_changes(whole_model: gk.Model) -> None:

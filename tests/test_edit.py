@@ -14,7 +14,8 @@ from conftest import fixture
 from onnx import helper
 
 import graphkit as gk
-from graphkit.recipe import parse_steps, run_steps
+from graphkit._model import iter_graphs
+from graphkit._recipe import parse_steps, run_steps
 
 
 def load(name: str) -> gk.Model:
@@ -392,7 +393,7 @@ def test_fixed_dim_turns_dynamic_back_to_static() -> None:
 
 
 def test_set_dims_warns_about_a_hard_coded_reshape(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="graphkit.edit"):
+    with caplog.at_level(logging.WARNING, logger="graphkit._edit"):
         result = gk.set_dims(reshape_model(), "x", {0: "batch"})
     assert any("'flatten'" in r.getMessage() and "'target'" in r.getMessage() for r in caplog.records)
     assert gk.validate(result).passed
@@ -618,7 +619,7 @@ def test_merge_prefixes_rename_inside_subgraphs() -> None:
     b.output("x", "float32", [2, 3])
     head = b.build()
     merged = gk.merge(head, second, {"x": "x"}, prefixes=("h/", "s/"))
-    body_inputs = [n for g, _ in gk.model.iter_graphs(merged.graph) for node in g.node for n in node.input]
+    body_inputs = [n for g, _ in iter_graphs(merged.graph) for node in g.node for n in node.input]
     assert all(n.startswith(("h/", "s/")) for n in body_inputs if n)
     p = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_allclose(gk.run(merged, {"h/p": p})["s/y"], gk.run(second, {"x": -p})["y"], rtol=1e-6)

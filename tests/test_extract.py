@@ -11,7 +11,7 @@ from conftest import fixture
 
 import graphkit as gk
 from graphkit import _ort
-from graphkit.extract import TensorType, parse_tensor_spec
+from graphkit._extract import TensorType, parse_tensor_spec
 
 C12 = "/convs1/convs1.2/Conv_output_0"
 C21 = "/convs2/convs2.1/Conv_output_0"
@@ -391,7 +391,7 @@ def test_expose_explains_a_broken_source_only_when_something_fails(whole_model: 
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib
 
-    gx_module = importlib.import_module("graphkit.extract")
+    gx_module = importlib.import_module("graphkit._extract")
     sound: list[str] = []
     real = gx_module.require_sound
     monkeypatch.setattr(gx_module, "require_sound", lambda m, **k: (sound.append(m.name), real(m, **k))[1])

@@ -1,6 +1,6 @@
 """The fast paths of extraction give exactly what the general ones give.
 
-- graphkit.propagate types a node's output exactly as ONNX shape inference does, or declines;
+- graphkit._propagate types a node's output exactly as ONNX shape inference does, or declines;
 - the backward-scan cut (extract._scan_cut) keeps exactly what the full walk (_cut) keeps, or
   declines (unsorted graphs, open cuts, unknown names);
 - extract with the fast paths returns byte-identical models to extract with them switched off,
@@ -21,9 +21,10 @@ from conftest import LIGHT, fixture
 from onnx import TensorProto, helper
 
 import graphkit as gk
-from graphkit import _typing, propagate
+from graphkit import _io, _typing
+from graphkit import _propagate as propagate
 
-gx = importlib.import_module("graphkit.extract")
+gx = importlib.import_module("graphkit._extract")
 
 
 UNARY = ["Relu", "Sigmoid", "Neg", "Abs", "Exp", "Identity", "Softmax", "LeakyRelu", "Gelu", "Not", "Floor"]
@@ -385,7 +386,7 @@ def equivalence_cases(count: int, seed: int) -> Iterator[tuple[gk.Model, list[st
     for _ in range(count):
         data, _ = fuzzing.mutate(rng.choice(files).read_bytes(), rng)
         try:
-            model = gk.io.load_bytes(data)
+            model = _io.load_bytes(data)
         except gk.GraphkitError:
             continue
         produced = [o for n in model.graph.node for o in n.output if o]
@@ -419,7 +420,7 @@ def test_fast_and_general_paths_agree_on_mutated_models(monkeypatch: pytest.Monk
 def test_extraction_holds_the_garbage_collector_off_and_restores_it(monkeypatch: pytest.MonkeyPatch) -> None:
     import gc
 
-    from graphkit.graph import paused_gc
+    from graphkit._graph import paused_gc
 
     seen: list[bool] = []
     real = gx._scan_cut

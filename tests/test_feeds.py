@@ -1,4 +1,4 @@
-"""graphkit.feeds: reading .npy/.npz/.pb feeds, matching them to inputs, parsing flags, saving outputs."""
+"""graphkit._feeds: reading .npy/.npz/.pb feeds, matching them to inputs, parsing flags, saving outputs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from conftest import fixture
 from onnx import numpy_helper
 
 import graphkit as gk
-from graphkit.feeds import (
+from graphkit._feeds import (
     load_feed_file,
     load_feeds,
     parse_range,

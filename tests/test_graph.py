@@ -1,4 +1,4 @@
-"""graphkit.graph: the one index over a graph (producers, consumers, reads with subgraph bodies, order)."""
+"""graphkit._graph: the one index over a graph (producers, consumers, reads with subgraph bodies, order)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from graphkit._graph import GraphIndex, node_label, subgraph_outer_reads, subgraphs, toposort_proto
 from graphkit.errors import CycleError
-from graphkit.graph import GraphIndex, node_label, subgraph_outer_reads, subgraphs, toposort_proto
 
 
 def _vi(name: str) -> onnx.ValueInfoProto:

@@ -12,7 +12,7 @@ import pytest
 from conftest import FIXTURES, digest, fixture, folder_digest
 
 import graphkit as gk
-from graphkit import io
+from graphkit import _io as io
 
 
 def _external_locations(model: gk.Model) -> set[str]:

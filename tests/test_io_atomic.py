@@ -15,7 +15,8 @@ import pytest
 from conftest import fixture
 
 import graphkit as gk
-from graphkit import _write, io
+from graphkit import _io as io
+from graphkit import _write
 
 
 def _weights_model(generation: int, tensors: int = 4, floats: int = 1024) -> gk.Model:

@@ -10,8 +10,8 @@ import pytest
 from conftest import digest, fixture
 
 import graphkit as gk
-from graphkit import io
-from graphkit.model import BORROWED_KEY, is_borrowed
+from graphkit import _io as io
+from graphkit._model import BORROWED_KEY, is_borrowed
 
 
 @pytest.fixture

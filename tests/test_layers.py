@@ -49,14 +49,14 @@ def test_the_package_copy_keeps_the_contract(package_copy: Path) -> None:
 
 def test_planted_upward_imports_and_an_unplaced_module_break_the_contract(package_copy: Path) -> None:
     package = package_copy / "graphkit"
-    errors, model = package / "errors.py", package / "model.py"
+    errors, model = package / "errors.py", package / "_model.py"
     errors.write_text(errors.read_text() + "\n\ndef _planted() -> None:\n    from graphkit.cli import main  # noqa\n")
-    model.write_text(model.read_text() + "\nimport typing\n\nif typing.TYPE_CHECKING:\n    from graphkit.extract import Extraction\n")
+    model.write_text(model.read_text() + "\nimport typing\n\nif typing.TYPE_CHECKING:\n    from graphkit._extract import Extraction\n")
     (package / "stray.py").write_text('"""Nobody placed me in a layer."""\n')
     done = _lint_imports(package_copy)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "graphkit.errors is not allowed to import graphkit.cli" in done.stdout  # inside a function
-    assert "graphkit.model is not allowed to import graphkit.extract" in done.stdout  # under TYPE_CHECKING
+    assert "graphkit._model is not allowed to import graphkit._extract" in done.stdout  # under TYPE_CHECKING
     assert "graphkit.stray" in done.stdout  # every module is in a layer
     assert "0 kept, 1 broken" in done.stdout
 

@@ -12,7 +12,7 @@ from conftest import LIGHT
 from onnx.backend.test.runner import Runner
 
 import graphkit as gk
-from graphkit.feeds import read_tensor_file
+from graphkit._feeds import read_tensor_file
 
 MODELS = sorted(LIGHT.glob("light_*.onnx"))
 #: onnx's backend test compares these models with rtol 1e-3, atol 1e-7 (its defaults).

@@ -10,8 +10,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import graphkit as gk
-from graphkit import io
-from graphkit.model import BORROWED_KEY, has_external_data, is_borrowed, iter_tensors
+from graphkit import _io as io
+from graphkit._model import BORROWED_KEY, has_external_data, is_borrowed, iter_tensors
 
 # ------------------------------------------------------------------------------ a standard proto
 

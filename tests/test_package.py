@@ -19,11 +19,11 @@ from conftest import ROOT, fixture
 import graphkit as gk
 from graphkit.cli import VERBS, main
 
-#: Names that are both a submodule and a function; ``graphkit.<name>`` must be the function.
+#: Functions whose names were once modules too; ``graphkit.<name>`` is the function, ``graphkit._<name>`` the module.
 SHADOWED = ("compare", "diff", "extract", "run", "split", "validate")
 #: Modules none of the common paths (load, extract, save, inspect, check, toposort) need.
-NOT_NEEDED = ("graphkit.compare", "graphkit.diff", "graphkit.edit", "graphkit.recipe",
-              "graphkit.run", "graphkit._chain", "graphkit.split", "graphkit.feeds", "graphkit.reference_ops",
+NOT_NEEDED = ("graphkit._compare", "graphkit._diff", "graphkit._edit", "graphkit._recipe",
+              "graphkit._run", "graphkit._chain", "graphkit._split", "graphkit._feeds", "graphkit._reference_ops",
               "onnxruntime", "onnx_graphsurgeon", "onnx.reference")
 WHOLE = str(fixture("whole_model.onnx"))
 C12 = "/convs1/convs1.2/Conv_output_0"
@@ -62,7 +62,7 @@ def test_load_extract_save_loads_only_what_it_needs(tmp_path: Path) -> None:
         f"graphkit.save(cut, {str(out)!r})\n"
     )
     assert out.is_file()
-    assert {"graphkit.io", "graphkit.extract"} <= loaded
+    assert {"graphkit._io", "graphkit._extract"} <= loaded
     assert loaded.isdisjoint(NOT_NEEDED)
 
 
@@ -98,42 +98,53 @@ def test_dir_lists_every_public_name_before_anything_is_loaded() -> None:
 def test_function_names_stay_functions_whatever_was_imported(order: str) -> None:
     touch = "assert all(callable(getattr(graphkit, n)) for n in SHADOWED)\n"
     load_submodules = (
-        "import graphkit.extract, graphkit.split, graphkit.validate\n"
-        "from graphkit.compare import Tolerance\n"
-        "from graphkit.diff import ModelDiff\n"
-        "from graphkit.run import RunResult\n"
-        "import graphkit.extract as gx\n"
-        "from graphkit.extract import extract_with_report\n"
+        "import graphkit._extract, graphkit._split, graphkit._validate\n"
+        "from graphkit._compare import Tolerance\n"
+        "from graphkit._diff import ModelDiff\n"
+        "from graphkit._run import RunResult\n"
+        "import graphkit._extract as gx\n"
+        "from graphkit._extract import extract_with_report\n"
     )
     body = load_submodules + touch if order == "submodules first" else touch + load_submodules
     lines = _python(
         f"SHADOWED = {SHADOWED!r}\n"
         "import sys, types, graphkit\n" + body
         + "for n in SHADOWED:\n"
-        "    module = sys.modules['graphkit.' + n]\n"
+        "    module = sys.modules['graphkit._' + n]\n"
         "    assert isinstance(module, types.ModuleType), n\n"
+        "    assert getattr(graphkit, '_' + n) is module, n\n"
         "    assert getattr(graphkit, n) is getattr(module, n), n\n"
-        "    assert getattr(graphkit, n).__module__ == 'graphkit.' + n, n\n"
+        "    assert getattr(graphkit, n).__module__ == 'graphkit._' + n, n\n"
         "from graphkit import extract\n"
-        "assert extract is sys.modules['graphkit.extract'].extract\n"
-        "assert gx is extract  # as before: the package attribute is the function\n"
-        "assert extract_with_report is sys.modules['graphkit.extract'].extract_with_report\n"
+        "assert extract is sys.modules['graphkit._extract'].extract\n"
+        "assert gx is sys.modules['graphkit._extract'] and gx is not extract\n"
+        "assert extract_with_report is sys.modules['graphkit._extract'].extract_with_report\n"
+        "assert type(sys.modules['graphkit']) is types.ModuleType  # no module-class swap\n"
         "print('ok')\n"
     )
     assert lines[-1] == "ok"
 
 
 def test_function_names_are_functions_in_this_process() -> None:
-    import graphkit.extract  # noqa: F401  (binds the package attribute again: it must stay the function)
-    from graphkit.split import Fragment  # noqa: F401
+    import graphkit._extract  # noqa: F401  (binds the package attribute again: it must stay the function)
+    from graphkit._split import Fragment  # noqa: F401
 
     for name in SHADOWED:
-        assert getattr(gk, name) is getattr(sys.modules[f"graphkit.{name}"], name)
+        assert getattr(gk, name) is getattr(sys.modules[f"graphkit._{name}"], name)
         assert callable(getattr(gk, name))
+    assert type(sys.modules["graphkit"]) is types.ModuleType  # no module-class swap
+
+
+def test_no_public_module_but_errors_and_cli() -> None:
+    package = ROOT / "graphkit"
+    public = sorted(p.stem if p.is_file() else p.name for p in package.iterdir()
+                    if not p.name.startswith(("_", ".")) and (p.suffix == ".py" or (p / "__init__.py").is_file()))
+    assert public == ["cli", "errors"]
+    assert all(module.startswith(("graphkit._", "graphkit.errors")) for module in gk._EXPORTS.values())
 
 
 def test_the_extract_function_works_after_the_submodule_is_imported() -> None:
-    import graphkit.extract  # noqa: F401
+    import graphkit._extract  # noqa: F401
 
     cut = gk.extract(gk.load(WHOLE), inputs=[C12], outputs=[C40])
     assert [i.name for i in cut.proto.graph.input] == [C12]
@@ -148,11 +159,12 @@ def test_monkeypatching_a_function_name_still_works(monkeypatch: pytest.MonkeyPa
     assert gk.extract is original
 
 
-def test_submodules_are_attributes_as_before() -> None:
+def test_the_public_submodules_are_attributes_and_the_private_ones_are_not_names() -> None:
     lines = _python("import graphkit, types\n"
-                    "print(all(isinstance(getattr(graphkit, n), types.ModuleType) "
-                    "for n in ('io', 'edit', 'errors', 'model', 'graph', 'summary', 'build', 'recipe')))\n")
-    assert lines == ["True"]
+                    "print(all(isinstance(getattr(graphkit, n), types.ModuleType) for n in ('errors', 'cli')))\n"
+                    "print([n for n in ('io', 'edit', 'model', 'graph', 'summary', 'build', 'recipe', 'feeds')\n"
+                    "       if hasattr(graphkit, n)])\n")
+    assert lines == ["True", "[]"]
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

@@ -1,4 +1,4 @@
-"""graphkit.propagate: exact types for the simplest ops, or None (never a guess).
+"""graphkit._propagate: exact types for the simplest ops, or None (never a guess).
 
 The property test comparing it with ONNX shape inference on random graphs is in test_fast_paths.py;
 these are its rules one by one, each checked against ONNX shape inference where it types.
@@ -10,8 +10,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from graphkit import propagate
-from graphkit.propagate import FastType, Typer, node_type, to_type_proto, type_of
+from graphkit import _propagate as propagate
+from graphkit._propagate import FastType, Typer, node_type, to_type_proto, type_of
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 

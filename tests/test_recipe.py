@@ -1,4 +1,4 @@
-"""graphkit.recipe: edits written down, checked before anything runs, replayed exactly."""
+"""graphkit._recipe: edits written down, checked before anything runs, replayed exactly."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from conftest import fixture
 from onnx import numpy_helper
 
 import graphkit as gk
+from graphkit._recipe import Recipe, Step, load_recipe, parse_steps, run_steps, save_recipe
 from graphkit.errors import GraphkitError, UsageError
-from graphkit.recipe import Recipe, Step, load_recipe, parse_steps, run_steps, save_recipe
 
 STEPS = [
     {"op": "set_op_type", "node": "Add", "op_type": "Sub"},

@@ -1,4 +1,4 @@
-"""graphkit.recipe: every step's arguments are checked against the edit function's declared types before
+"""graphkit._recipe: every step's arguments are checked against the edit function's declared types before
 any step runs, and a recipe's files (the recipe, its {npy: ...} values) are read strictly."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from conftest import fixture
 
 import graphkit as gk
-from graphkit.recipe import OPERATIONS, Step, _describe, _expected, load_recipe, run_steps
+from graphkit._recipe import OPERATIONS, Step, _describe, _expected, load_recipe, run_steps
 
 
 def test_every_operation_argument_has_a_described_type() -> None:

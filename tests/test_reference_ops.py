@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from onnx.reference import ReferenceEvaluator
 
 import graphkit as gk
-from graphkit.compare import compare
-from graphkit.reference_ops import OVERRIDES
-from graphkit.run import run as ort_run
+from graphkit._compare import compare
+from graphkit._reference_ops import OVERRIDES
+from graphkit._run import run as ort_run
 
 RNG = np.random.default_rng(0)
 
@@ -258,5 +258,5 @@ def test_compare_reference_backend_uses_the_corrected_kernels() -> None:
     b.output("y", "float32", list(x.shape))
     result = compare(b.build(), backend="reference", feeds={"x": x})
     assert result.passed and [t.name for t in result.tensors] == ["bn", "lrn", "y"]
-    assert "graphkit.reference_ops" in result.reference
+    assert "graphkit._reference_ops" in result.reference
     assert all(t.max_rel < 1e-5 for t in result.tensors)

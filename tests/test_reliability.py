@@ -246,7 +246,7 @@ def test_read_only_folder_and_full_disk_are_clear(tmp_path: Path, capsys: pytest
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    from graphkit import io
+    from graphkit import _io as io
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise OSError(errno.EROFS, "Read-only file system")
@@ -274,8 +274,8 @@ def test_run_refuses_an_in_memory_model_pointing_outside(tmp_path: Path) -> None
 def test_inspect_of_a_lazily_loaded_model_counts_no_external_data(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import graphkit as gk
-    from graphkit import io
-    from graphkit.model import is_borrowed
+    from graphkit import _io as io
+    from graphkit._model import is_borrowed
 
     monkeypatch.setattr(io, "LAZY_TENSOR_MIN", 1024)
     model = gk.load(fixture("srcnn.onnx"), lazy=True)

@@ -1,4 +1,4 @@
-"""graphkit.run: feeds (generated, given, checked), outputs, external weights, statistics."""
+"""graphkit._run: feeds (generated, given, checked), outputs, external weights, statistics."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from conftest import fixture
 
 import graphkit as gk
-from graphkit.io import inline_proto, load_bytes
-from graphkit.run import FeedSpec, input_specs, plan_feeds, run_detailed, session, tensor_stats
+from graphkit._io import inline_proto, load_bytes
+from graphkit._run import FeedSpec, input_specs, plan_feeds, run_detailed, session, tensor_stats
 
 
 def _conv_reference(model: gk.Model, x: np.ndarray) -> np.ndarray:
@@ -253,7 +253,7 @@ def test_tensor_stats_by_value() -> None:
 
 
 def test_run_fragment_runs_a_fed_piece_and_names_a_failure(whole_model: gk.Model) -> None:
-    from graphkit.run import run_fragment
+    from graphkit._run import run_fragment
 
     feeds = gk.make_feeds(whole_model, feed_options=gk.FeedOptions(seed=3))
     want = ["output", "/Add_output_0"]

@@ -1,4 +1,4 @@
-"""graphkit.split: fragments partition the nodes, chain back to the whole model, and match their manifest."""
+"""graphkit._split: fragments partition the nodes, chain back to the whole model, and match their manifest."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from conftest import FIXTURES, LIGHT, digest, fixture
 
 import graphkit as gk
 from graphkit import _ort, _typing
-from graphkit.graph import GraphIndex
-from graphkit.model import iter_initializers
-from graphkit.split import MANIFEST
+from graphkit._graph import GraphIndex
+from graphkit._model import iter_initializers
+from graphkit._split import MANIFEST
 
 TRUNK = "/convs1/convs1.2/Conv_output_0"
 CONVS2_0 = "/convs2/convs2.0/Conv_output_0"
@@ -310,7 +310,7 @@ def test_write_refuses_the_folder_holding_the_source(tmp_path: Path) -> None:
 
 
 def test_failed_write_leaves_nothing(whole_model: gk.Model, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from graphkit import io
+    from graphkit import _io as io
 
     calls = []
     real_save = io.save

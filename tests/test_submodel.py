@@ -16,7 +16,7 @@ from onnx import TensorProto, helper
 import graphkit as gk
 from graphkit import _submodel
 
-compare_module = importlib.import_module("graphkit.compare")
+compare_module = importlib.import_module("graphkit._compare")
 
 
 def _annotated_model() -> gk.Model:

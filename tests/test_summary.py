@@ -1,4 +1,4 @@
-"""graphkit.summary: what ``inspect`` reports, from the structure alone."""
+"""graphkit._summary: what ``inspect`` reports, from the structure alone."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from conftest import fixture
 from onnx import TensorProto, helper, numpy_helper
 
 import graphkit as gk
-from graphkit.summary import TensorSig, dtype_name, shape_of, summarize
+from graphkit._summary import TensorSig, dtype_name, shape_of, summarize
 
 
 def _model() -> gk.Model:

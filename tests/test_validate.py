@@ -11,7 +11,7 @@ import pytest
 from conftest import fixture
 
 import graphkit as gk
-from graphkit.model import Model
+from graphkit._model import Model
 
 
 def _shuffled(model: Model, seed: int) -> Model:

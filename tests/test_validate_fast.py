@@ -20,9 +20,9 @@ from onnx import TensorProto
 from onnx import helper as h
 
 import graphkit as gk
-from graphkit.model import Model, has_external_data, outline
+from graphkit._model import Model, has_external_data, outline
 
-V = importlib.import_module("graphkit.validate")
+V = importlib.import_module("graphkit._validate")
 
 
 def _base() -> onnx.ModelProto:

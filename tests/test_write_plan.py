@@ -19,7 +19,7 @@ import pytest
 from conftest import FIXTURES, digest, fixture, folder_digest
 
 import graphkit as gk
-from graphkit import io
+from graphkit import _io as io
 from graphkit.cli import main
 
 
@@ -284,7 +284,7 @@ def test_run_save_of_a_tensor_name_too_long_for_npz(tmp_path: Path, capsys: pyte
 
 
 def test_save_arrays_keeps_every_name_and_writes_strings_without_pickles(tmp_path: Path) -> None:
-    from graphkit.feeds import save_arrays
+    from graphkit._feeds import save_arrays
 
     arrays = {"file": np.arange(3), "allow_pickle": np.ones(2), "a/b": np.zeros(1),
               "s": np.array(["x", "yz"], dtype=object)}

@@ -6,10 +6,10 @@ import argparse
 import os
 from collections.abc import Iterable
 
-from graphkit import io
+from graphkit import _io as io
+from graphkit._model import Model
+from graphkit._validate import check_or_raise
 from graphkit.errors import NoChangeError
-from graphkit.model import Model
-from graphkit.validate import check_or_raise
 
 __all__ = ["add_noop_option", "add_output_options", "load", "plan", "refuse_noop", "write_model"]
 

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from graphkit._feeds import load_feeds, parse_named, parse_range, parse_shape, resolve_feeds
 from graphkit._numbers import MAX_THREADS_PER_CORE, max_threads, parse_int
 from graphkit._options import FeedOptions, Tolerance
 from graphkit.cli._args import whole
 from graphkit.errors import UsageError
-from graphkit.feeds import load_feeds, parse_named, parse_range, parse_shape, resolve_feeds
 
 __all__ = ["FeedArgs", "add_feed_options", "add_runtime_options", "feed_args", "ms", "tolerance"]
 

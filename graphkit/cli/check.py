@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from graphkit._validate import validate
 from graphkit.cli import _common, _render
-from graphkit.validate import validate
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -17,12 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from graphkit._numbers import parse_float
-from graphkit._options import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance
-from graphkit.cli import _common, _render
-from graphkit.cli._args import number, whole
-from graphkit.cli._feeds import add_feed_options, feed_args
-from graphkit.compare import (
+from graphkit._compare import (
     BACKENDS,
     DEFAULT_FRAGMENT_BYTES,
     Comparison,
@@ -30,8 +25,13 @@ from graphkit.compare import (
     compare,
     load_mapping,
 )
+from graphkit._numbers import parse_float
+from graphkit._options import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance
+from graphkit._run import input_specs
+from graphkit.cli import _common, _render
+from graphkit.cli._args import number, whole
+from graphkit.cli._feeds import add_feed_options, feed_args
 from graphkit.errors import UsageError
-from graphkit.run import input_specs
 
 #: Above this many tensors, the table shows failures, markers and outputs only (``--all`` shows all).
 _TABLE_LIMIT = 40

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import argparse
 
+from graphkit._diff import diff
 from graphkit.cli import _common, _render
 from graphkit.cli._args import number
 from graphkit.cli._feeds import tolerance
-from graphkit.diff import diff
 
 _MARK = {"added": "+", "removed": "-", "changed": "~"}
 

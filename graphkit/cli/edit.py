@@ -17,13 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from graphkit import io
+from graphkit import _io as io
 from graphkit._files import MAX_NESTING, json_depth
+from graphkit._model import Model
 from graphkit._numbers import INT64_MAX, parse_int
+from graphkit._recipe import Step, dump_recipe, load_recipe, run_steps
 from graphkit.cli import _common, _render
 from graphkit.errors import GraphkitError, UsageError
-from graphkit.model import Model
-from graphkit.recipe import Step, dump_recipe, load_recipe, run_steps
 
 EXAMPLES = """examples:
   python -m graphkit edit linear_func.onnx out.onnx --set-op-type Add=Sub

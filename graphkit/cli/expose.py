@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 
+from graphkit._extract import expose_with_report
 from graphkit.cli import _common, _render
 from graphkit.cli.extract import split_specs
-from graphkit.extract import expose_with_report
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 
+from graphkit._extract import TensorType, extract_with_report, parse_tensor_spec
+from graphkit._graph import GraphIndex
+from graphkit._model import Model
 from graphkit.cli import _common, _render
-from graphkit.extract import TensorType, extract_with_report, parse_tensor_spec
-from graphkit.graph import GraphIndex
-from graphkit.model import Model
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from graphkit._summary import summarize
 from graphkit.cli import _common, _render
-from graphkit.summary import summarize
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from graphkit._compare import markers
 from graphkit.cli import _common, _render
-from graphkit.compare import markers
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from graphkit._edit import merge
 from graphkit.cli import _common, _render
-from graphkit.edit import merge
 from graphkit.errors import UsageError
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import argparse
 
+from graphkit._feeds import npz_path, save_arrays
+from graphkit._run import FeedNote, TensorStats, input_specs, run_detailed
 from graphkit.cli import _common, _render
 from graphkit.cli._feeds import add_feed_options, add_runtime_options, feed_args, ms
 from graphkit.cli._render import human_bytes
-from graphkit.feeds import npz_path, save_arrays
-from graphkit.run import FeedNote, TensorStats, input_specs, run_detailed
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

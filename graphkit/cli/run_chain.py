@@ -7,14 +7,14 @@ from __future__ import annotations
 import argparse
 
 from graphkit._chain import ChainResult, run_chain
+from graphkit._feeds import npz_path, save_arrays
+from graphkit._run import tensor_stats
+from graphkit._split import MANIFEST, load_split
 from graphkit.cli import _common, _render
 from graphkit.cli._args import number
 from graphkit.cli._feeds import add_feed_options, add_runtime_options, feed_args, ms, tolerance
 from graphkit.cli._render import human_bytes
 from graphkit.cli.run import render_feeds, render_stats
-from graphkit.feeds import npz_path, save_arrays
-from graphkit.run import tensor_stats
-from graphkit.split import MANIFEST, load_split
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import argparse
 
+from graphkit._split import MANIFEST, Split, split, write_split
 from graphkit.cli import _common, _render
 from graphkit.cli._args import whole
 from graphkit.cli._render import human_bytes
-from graphkit.split import MANIFEST, Split, split, write_split
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
