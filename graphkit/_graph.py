@@ -233,6 +233,23 @@ class GraphIndex:
     def _reads(self) -> dict[int, list[str]]:
         return {}
 
+    def prefix_reads(self, stop: int) -> set[str]:
+        """Every name the first ``stop`` nodes read (their bodies' outer-scope reads included).
+
+        A fast path for the typing engine, which asks it once per inference region: plain nodes'
+        inputs are read straight from the protos, and only nodes with attributes (which may hold
+        bodies) go through ``reads``. On a fresh index of bench/generate.py's 50k-node model it takes
+        110 ms against 188 ms for the union of ``reads`` (53 against 88 ms for half the nodes); once
+        ``reads`` is cached for every node the union is faster, but typing rarely finds it so.
+        """
+        nodes = self.nodes[:stop]
+        read = {name for node in nodes for name in node.input}
+        if any(node.attribute for node in nodes):
+            for i, node in enumerate(nodes):
+                if node.attribute:
+                    read.update(self.reads(i))
+        return read
+
     @cached_property
     def node_reads(self) -> list[list[str]]:
         """For each node, every tensor it reads: its inputs and its subgraphs' outer-scope reads."""

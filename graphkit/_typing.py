@@ -298,17 +298,6 @@ _DATA_FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint64
                 "external_data", "data_location")
 
 
-def _names_read(g: Source, stop: int) -> set[str]:
-    """Every name the first ``stop`` nodes read (their bodies' outer-scope reads included)."""
-    nodes = g.nodes[:stop]
-    read = {name for node in nodes for name in node.input}
-    if any(node.attribute for node in nodes):
-        for i, node in enumerate(nodes):
-            if node.attribute:
-                read.update(g.reads(i))
-    return read
-
-
 def _run_inference(proto: onnx.ModelProto, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
     """Infer the types of ``names``: without data propagation first (a fifth cheaper), and again with
     it when that leaves a type without a full shape (data propagation can only refine those)."""
@@ -394,7 +383,7 @@ def _region(
         reads = {r for i in cut_nodes for r in g.reads(i)}
         return [g.nodes[i] for i in cut_nodes], g.initializers_in(reads), False
     last = max((g.producer[n] for n in names if n in g.producer), default=-1)
-    return g.nodes[: last + 1], g.initializers_in(_names_read(g, last + 1)), True
+    return g.nodes[: last + 1], g.initializers_in(g.prefix_reads(last + 1)), True
 
 
 def _propagated_types(

@@ -77,6 +77,14 @@ def test_an_if_reads_what_its_bodies_read_from_outside_at_any_depth() -> None:
     assert subgraph_outer_reads(_branch(graph.node[0], "then_branch")) == {"c", "p"}
 
 
+def test_prefix_reads_is_the_union_of_reads_bodies_included() -> None:
+    chain, with_if = GraphIndex(_chain()), GraphIndex(_if_reading_outer(depth=2))
+    for index in (chain, with_if):
+        for stop in range(len(index.nodes) + 1):
+            assert index.prefix_reads(stop) == {r for i in range(stop) for r in index.reads(i)}
+    assert with_if.prefix_reads(1) == {"c", "p", "x"}
+
+
 def test_a_body_does_not_read_what_it_defines_itself() -> None:
     body = helper.make_graph(
         [helper.make_node("Neg", ["outer"], ["mine"]), helper.make_node("Abs", ["mine"], ["out"])],
