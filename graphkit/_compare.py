@@ -570,12 +570,9 @@ class _Graph:
     """A model prepared for capture: markers replaced, indexed, ordered."""
 
     model: Model
-    index: GraphIndex
-    order: list[int]
+    index: GraphIndex  # its order, rank (node -> position) and position (tensor -> producer's rank)
     markers: dict[str, str]  # marker name -> tensor
-    position: dict[str, int] = field(default_factory=dict)  # tensor -> position of its producer in order
     label: str = ""  # the original model's file or name
-    rank: dict[int, int] = field(default_factory=dict)  # node index -> position in order
     types: dict[str, onnx.ValueInfoProto] = field(default_factory=dict)  # tensor -> type, once asked
 
     @classmethod
@@ -587,9 +584,23 @@ class _Graph:
             result = markers(model, domain=domain, op=op, attr=attr, expose=False)
             model, mapping = result.model, result.markers
         index = GraphIndex(model.lazy_proto.graph)
-        order = index.topological_order()
-        position = {name: k for k, i in enumerate(order) for name in model.lazy_proto.graph.node[i].output if name}
-        return cls(model, index, order, mapping, position, label, {i: k for k, i in enumerate(order)})
+        index.order  # noqa: B018 (a cycle is reported here, before anything runs)
+        return cls(model, index, mapping, label)
+
+    @property
+    def order(self) -> list[int]:
+        """Node indices in execution order."""
+        return self.index.order
+
+    @property
+    def position(self) -> dict[str, int]:
+        """Node output -> the position of its producer in ``order``."""
+        return self.index.position
+
+    @property
+    def rank(self) -> dict[int, int]:
+        """Node index -> its position in ``order``."""
+        return self.index.rank
 
     @property
     def produced(self) -> list[str]:
@@ -713,14 +724,7 @@ class _Walker:
 
     def _needed_order(self) -> list[int]:
         """The nodes the wanted tensors depend on, in topological order."""
-        index, needed = self.graph.index, set()
-        stack = [index.producer[n] for n in self.wanted if n in index.producer]
-        while stack:
-            i = stack.pop()
-            if i in needed:
-                continue
-            needed.add(i)
-            stack.extend(index.producer[r] for r in index.node_reads[i] if r in index.producer)
+        needed = self.graph.index.upstream_nodes(self.wanted)
         return [i for i in self.graph.order if i in needed]
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:

@@ -337,6 +337,19 @@ class GraphIndex:
                 stack.extend(reads(i))
         return found
 
+    def upstream_nodes(self, start: Iterable[str]) -> set[int]:
+        """The indices of every node that ``start`` depends on (the producers of ``upstream(start)``)."""
+        producer, reads = self.producer, self.reads
+        found: set[int] = set()
+        stack = [producer[n] for n in start if n in producer]
+        while stack:
+            i = stack.pop()
+            if i in found:
+                continue
+            found.add(i)
+            stack.extend(producer[r] for r in reads(i) if r in producer)
+        return found
+
     def initializers_in(self, names: Set[str]) -> list[onnx.TensorProto]:
         """The dense initializers named in ``names``, in source order (every copy of a duplicate name)."""
         if len(self.dense) != len(self.graph.initializer):
@@ -392,6 +405,22 @@ class GraphIndex:
                 hint="a node reads a tensor that depends on its own output; remove or rewire one of these nodes",
             )
         return order
+
+    @cached_property
+    def order(self) -> list[int]:
+        """``topological_order()``, computed once (the graph must not change while it is used)."""
+        return self.topological_order()
+
+    @cached_property
+    def rank(self) -> dict[int, int]:
+        """Node index -> its position in ``order``."""
+        return {i: k for k, i in enumerate(self.order)}
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        """Node output -> the position of its producer in ``order`` (empty output names left out)."""
+        nodes = self.nodes
+        return {name: k for k, i in enumerate(self.order) for name in nodes[i].output if name}
 
     def find_cycle(self, candidates: Sequence[int], deps: Sequence[Sequence[int]] | None = None) -> list[int]:
         """One cycle among ``candidates`` (node indices), as a closed path (first node repeated last)."""

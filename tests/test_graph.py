@@ -85,6 +85,17 @@ def test_prefix_reads_is_the_union_of_reads_bodies_included() -> None:
     assert with_if.prefix_reads(1) == {"c", "p", "x"}
 
 
+def test_order_rank_position_and_upstream_nodes_of_a_chain() -> None:
+    index = GraphIndex(_chain())
+    assert index.order == index.topological_order()
+    assert index.rank == {i: k for k, i in enumerate(index.order)}
+    for name, k in index.position.items():
+        assert name in index.nodes[index.order[k]].output
+    last = index.nodes[index.order[-1]].output[0]
+    assert index.upstream_nodes([last]) == set(range(len(index.nodes)))
+    assert index.upstream_nodes([]) == set()
+
+
 def test_a_body_does_not_read_what_it_defines_itself() -> None:
     body = helper.make_graph(
         [helper.make_node("Neg", ["outer"], ["mine"]), helper.make_node("Abs", ["mine"], ["out"])],
