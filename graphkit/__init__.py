@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from graphkit._build import GraphBuilder, parse_model
     from graphkit._chain import ChainResult, FragmentRun, OutputDiff, run_chain
     from graphkit._compare import Comparison, Divergence, MarkerResult, TensorDiff, compare, markers
+    from graphkit._custom_ops import CustomOp, custom_op, load_python_ops
     from graphkit._diff import Change, ModelDiff, diff
     from graphkit._edit import (
         bypass_node,
@@ -92,6 +93,7 @@ __all__ = [
     "Change",
     "Comparison",
     "CorruptModelError",
+    "CustomOp",
     "CycleError",
     "Divergence",
     "EditError",
@@ -141,6 +143,7 @@ __all__ = [
     "cleanup",
     "compare",
     "constant_to_input",
+    "custom_op",
     "diff",
     "expose",
     "expose_with_report",
@@ -152,6 +155,7 @@ __all__ = [
     "input_to_initializer",
     "insert_node",
     "load",
+    "load_python_ops",
     "load_recipe",
     "load_split",
     "make_feeds",
@@ -184,6 +188,7 @@ __all__ = [
 #: Public names by the submodule that defines them; each is imported on first access.
 _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "_chain": ("ChainResult", "FragmentRun", "OutputDiff", "run_chain"),
+    "_custom_ops": ("CustomOp", "custom_op", "load_python_ops"),
     "_options": ("Backend", "Balance", "FeedOptions", "OptLevel", "Provider", "Tolerance"),
     "_build": ("GraphBuilder", "parse_model"),
     "_compare": ("Comparison", "Divergence", "MarkerResult", "TensorDiff", "compare", "markers"),

@@ -15,8 +15,10 @@ from typing import Any, Literal
 import numpy as np
 
 from graphkit import _check_args as argcheck
+from graphkit._custom_ops import CustomOp
 from graphkit._model import Model
 from graphkit._options import FeedOptions, OptLevel, Provider, Tolerance
+from graphkit._ort import Settings
 from graphkit._run import (
     FeedNote,
     FeedSpec,
@@ -26,7 +28,6 @@ from graphkit._run import (
     check_run_args,
     input_specs,
     plan_feeds,
-    session,
     tensor_stats,
     value_nbytes,
 )
@@ -217,6 +218,9 @@ def run_chain(
     provider: Provider = "cpu",
     opt_level: OptLevel = "all",
     threads: int = 0,
+    provider_options: Mapping[str, str] | None = None,
+    custom_ops: Sequence[str | os.PathLike[str]] = (),
+    python_ops: Sequence[CustomOp | str | os.PathLike[str]] = (),
 ) -> ChainResult:
     """Run fragments in order, each fed by the graph inputs and the earlier fragments' outputs.
 
@@ -234,13 +238,19 @@ def run_chain(
         provider: "cpu" (default) or an ONNX Runtime provider name.
         opt_level: ONNX Runtime graph optimization level, for the fragments and the reference.
         threads: Intra-op threads (0: ONNX Runtime's default).
+        provider_options: The provider's options ({"device_id": "1"}), as ONNX Runtime takes them.
+        custom_ops: Custom-operator libraries to register (``.so``/``.dll`` paths).
+        python_ops: Python implementations of custom operators (``graphkit.custom_op`` functions or
+            paths of files declaring them).
 
     Raises:
         FeedError: A feed is unknown or of the wrong dtype/shape.
-        UsageError: No fragments, or a fragment reads a tensor nothing before it produces.
+        UsageError: No fragments, or a fragment reads a tensor nothing before it produces; a provider
+            this ONNX Runtime does not have.
         RuntimeFailure: ONNX Runtime refuses or fails on a fragment or the reference.
     """
-    check_run_args(feeds, feed_options, provider=provider, opt_level=opt_level, threads=threads)
+    config = check_run_args(feeds, feed_options, provider=provider, opt_level=opt_level, threads=threads,
+                            provider_options=provider_options, custom_ops=custom_ops, python_ops=python_ops)
     argcheck.instance(tolerance, "tolerance", Tolerance, "a graphkit.Tolerance")
     if not (reference is None or isinstance(reference, Model) or (isinstance(reference, str) and reference == "auto")):
         raise ArgumentTypeError(f"reference= must be a Model, 'auto' or None, not {argcheck.describe(reference)}",
@@ -254,13 +264,13 @@ def run_chain(
     env: dict[str, np.ndarray] = {n: v for n, v in values.items() if n in last_use}
     runs = []
     for i, model in enumerate(models):
-        runs.append(_run_fragment(i, model, env, last_use, provider, opt_level, threads))
+        runs.append(_run_fragment(i, model, env, last_use, config))
     outputs = {n: env[n] for n in final_names if n in env}
     diffs: list[OutputDiff] = []
     whole_load = whole_run = None
     if ref is not None:
         start = time.perf_counter()
-        sess = session(ref, provider=provider, opt_level=opt_level, threads=threads)
+        sess = config.session(ref)
         loaded = time.perf_counter()
         names = [o.name for o in ref.lazy_proto.graph.output]
         ref_feeds = {s.name: values[s.name] for s in input_specs(ref)}
@@ -270,7 +280,7 @@ def run_chain(
         diffs = compare_outputs(outputs, expected, tolerance)
     return ChainResult(
         outputs, tuple(notes), tuple(runs), ref.name if ref is not None else None, whole_load, whole_run,
-        tuple(diffs), tolerance, provider, opt_level,
+        tuple(diffs), tolerance, config.label(), opt_level,
     )
 
 
@@ -338,8 +348,7 @@ def _last_uses(models: Sequence[Model], final: Sequence[str]) -> dict[str, int]:
 
 
 def _run_fragment(
-    i: int, model: Model, env: dict[str, np.ndarray], last_use: Mapping[str, int], provider: str, opt_level: str,
-    threads: int,
+    i: int, model: Model, env: dict[str, np.ndarray], last_use: Mapping[str, int], config: Settings,
 ) -> FragmentRun:
     label = f"fragment {i} ({model.name})"
     specs = input_specs(model)
@@ -355,7 +364,7 @@ def _run_fragment(
              for s in specs}
     names = [o.name for o in model.lazy_proto.graph.output]
     start = time.perf_counter()
-    sess = session(model, provider=provider, opt_level=opt_level, threads=threads)
+    sess = config.session(model)
     loaded = time.perf_counter()
     values = _run_session(sess, names, feeds, label)
     done = time.perf_counter()

@@ -28,6 +28,7 @@ __all__ = [
     "mapping",
     "name",
     "names",
+    "names_or_paths",
     "optional",
     "path",
     "real",
@@ -153,6 +154,11 @@ def _items(value: Any, keyword: str, expected: str) -> list[Any]:
     if isinstance(value, (bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
         raise _wrong(keyword, expected, value)
     return list(value)
+
+
+def names_or_paths(value: Any, keyword: str) -> list[Any]:
+    """A list (not one str) of paths or names, each checked by the caller."""
+    return _items(value, keyword, "a list of paths")
 
 
 def mapping(value: Any, keyword: str, *, key: Callable[[Any, str], Any] | None = None,

@@ -35,14 +35,16 @@ from typing import Any
 import numpy as np
 import onnx
 
+from graphkit import _backends
 from graphkit import _check_args as argcheck
 from graphkit._arrays import open_npz
+from graphkit._custom_ops import CustomOp
 from graphkit._files import check_regular, exists, read_data
 from graphkit._graph import GraphIndex
-from graphkit._io import inline_proto
-from graphkit._model import Model, has_external_data
-from graphkit._options import Backend, FeedOptions, Tolerance
-from graphkit._run import as_value, input_specs, make_feeds, run_fragment, value_nbytes
+from graphkit._model import Model
+from graphkit._options import Backend, FeedOptions, Provider, Tolerance
+from graphkit._ort import Settings
+from graphkit._run import input_specs, make_feeds, settings, value_nbytes
 from graphkit._submodel import submodel
 from graphkit._typing import tensor_types
 from graphkit._validate import require_sound
@@ -50,7 +52,6 @@ from graphkit.errors import (
     ArgumentTypeError,
     FeedError,
     NameNotFoundError,
-    RuntimeFailure,
     TensorNotFoundError,
     UsageError,
     not_found,
@@ -677,43 +678,22 @@ def _value_info(name: str, value: np.ndarray) -> onnx.ValueInfoProto:
 
 
 def _execute(model: Model, feeds: Mapping[str, np.ndarray], outputs: Sequence[str], backend: str,
-             what: str) -> dict[str, np.ndarray]:
-    """Run ``model`` on ``backend`` and return ``outputs``; errors name ``what`` was being run."""
-    if backend == "reference":
-        return _execute_reference(model, feeds, outputs, what)
-    opt = "disable" if backend == "ort-noopt" else "all"
-    try:
-        return run_fragment(model, feeds, outputs, opt_level=opt)
-    except RuntimeFailure as err:
-        raise RuntimeFailure(f"{what}: {err.message}", hint=err.hint) from err
-
-
-def _execute_reference(model: Model, feeds: Mapping[str, np.ndarray], outputs: Sequence[str],
-                       what: str) -> dict[str, np.ndarray]:
-    from onnx.reference import ReferenceEvaluator
-
-    from graphkit import _reference_ops as reference_ops
-
-    proto = inline_proto(model) if has_external_data(model.lazy_proto) else model.lazy_proto
-    try:
-        evaluator = ReferenceEvaluator(proto, new_ops=list(reference_ops.OVERRIDES))
-        values = evaluator.run(list(outputs), dict(feeds))
-    except Exception as err:  # the evaluator raises whatever its kernels raise
-        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise RuntimeFailure(
-            f"{what}: onnx's ReferenceEvaluator failed: {text}",
-            hint="the reference evaluator lacks custom ops and some contrib ops; compare with --backend ort-noopt",
-        ) from err
-    return {n: as_value(v) for n, v in zip(outputs, values)}
+             what: str, config: Settings | None = None, notes: list[str] | None = None) -> dict[str, np.ndarray]:
+    """Run ``model`` on ``backend`` and return ``outputs``; errors name ``what`` was being run
+    (``graphkit._backends``: the side's session settings, the reference evaluator's fallbacks)."""
+    return _backends.execute(model, feeds, outputs, backend, what, config, notes)
 
 
 class _Walker:
     """Runs one side fragment by fragment and yields the wanted tensors' values, a fragment at a time."""
 
     def __init__(self, graph: _Graph, backend: str, feeds: Mapping[str, np.ndarray], wanted: set[str],
-                 *, budget: int, label: str, progress: Progress | None = None) -> None:
+                 *, budget: int, label: str, progress: Progress | None = None, config: Settings | None = None,
+                 notes: list[str] | None = None) -> None:
         self.graph = graph
         self.backend = backend
+        self.config = config
+        self.notes = notes if notes is not None else []
         self.feeds = dict(feeds)
         self.wanted = wanted
         self.budget = max(budget, 1)
@@ -748,7 +728,8 @@ class _Walker:
             feeds = {r: live[r] for r in reads if r in live}
             first = nodes[chunk[0]].name or nodes[chunk[0]].op_type
             what = f"{self.label}: running nodes {k + 1}-{end} of {total} (from {first!r})"
-            values = _execute(_fragment_model(self.graph, chunk, feeds, exposed), feeds, exposed, self.backend, what)
+            values = _execute(_fragment_model(self.graph, chunk, feeds, exposed), feeds, exposed, self.backend, what,
+                              self.config, self.notes)
             self.runs += 1
             live.update({o: values[o] for o in keep})
             for name in [n for n in live if last_use.get(n, -1) < end]:
@@ -851,6 +832,12 @@ def compare(
     fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
     local_checks: int = 64,
     progress: Progress | None = None,
+    provider: Provider = "cpu",
+    reference_provider: Provider | None = None,
+    candidate_provider: Provider | None = None,
+    provider_options: Mapping[str, str] | None = None,
+    custom_ops: Sequence[str | os.PathLike[str]] = (),
+    python_ops: Sequence[CustomOp | str | os.PathLike[str]] = (),
 ) -> Comparison:
     """Run the same inputs through two sides and compare every tensor both have.
 
@@ -879,6 +866,13 @@ def compare(
         fragment_bytes: About how many bytes of tensors each fragment run exposes.
         local_checks: At most this many failed tensors get a local/inherited check.
         progress: Called with (nodes done, nodes total) after each candidate fragment.
+        provider: The execution provider of both sides' ONNX Runtime sessions ("cpu", "cuda", ...).
+        reference_provider: The reference side's provider, when it differs from ``provider``.
+        candidate_provider: The candidate side's provider, when it differs from ``provider``.
+        provider_options: The providers' options ({"device_id": "1"}), as ONNX Runtime takes them.
+        custom_ops: Custom-operator libraries to register in every ONNX Runtime session.
+        python_ops: Python implementations of custom operators (``graphkit.custom_op`` functions or
+            paths of files declaring them), run by both backends.
 
     Raises:
         UsageError: Contradictory options, an unknown backend, nothing to compare.
@@ -890,6 +884,8 @@ def compare(
                         constants, marker_spec, fragment_bytes, local_checks, progress)
     argcheck.optional(argcheck.choice, backend, "backend", choices=BACKENDS)
     argcheck.choice(candidate_backend, "candidate_backend", BACKENDS)
+    ref_config, cand_config = _side_settings(provider, reference_provider, candidate_provider, provider_options,
+                                             custom_ops, python_ops)
     if reference is not None and other is not None:
         raise UsageError("compare takes a second model or reference values, not both",
                          hint="compare A.onnx B.onnx, or A.onnx --reference ref.npz")
@@ -909,18 +905,20 @@ def compare(
         values = load_reference(reference) if isinstance(reference, (str, os.PathLike)) else reference
         label = str(reference) if isinstance(reference, (str, os.PathLike)) else "reference values"
         return _compare_npz(cand, values, label, candidate_backend, feeds, gen, tol, tolerances,
-                            tensors, fragment_bytes, local_checks, progress)
+                            tensors, fragment_bytes, local_checks, progress, cand_config=cand_config)
     ref = _Graph.of(model, marker_spec) if other is not None else cand
     ref_backend = backend or ("ort" if other is not None else "ort-noopt")
-    if other is None and ref_backend == candidate_backend:
+    same_provider = _backends.check_provider(ref_config.provider) == _backends.check_provider(cand_config.provider)
+    if other is None and ref_backend == candidate_backend and same_provider:
         raise UsageError(f"both sides would run {model.name} on {BACKENDS[ref_backend]}: nothing to compare",
-                         hint="pick another --backend (ort-noopt or reference), or give a second model")
+                         hint="pick another --backend (ort-noopt or reference) or --candidate-provider, or give a second model")
     pairs, unmatched = _match_models(ref, cand, mapping or {})
     if tensors is None:
         worth = set(cand.comparable(constants=constants))
         pairs = [p for p in pairs if p.candidate in worth]
     return _compare_models(ref, cand, pairs, unmatched, ref_backend, candidate_backend, feeds, gen, tol,
-                           tolerances, tensors, fragment_bytes, local_checks, progress)
+                           tolerances, tensors, fragment_bytes, local_checks, progress,
+                           ref_config=ref_config, cand_config=cand_config)
 
 
 def _check_compare_args(model: Any, other: Any, reference: Any, feeds: Any, feed_options: Any, tolerance: Any,
@@ -959,8 +957,29 @@ def _tolerance_item(value: Any, keyword: str) -> Tolerance:
     return argcheck.instance(value, keyword, Tolerance, "a graphkit.Tolerance")
 
 
-def _side_label(graph: _Graph, backend: str) -> str:
-    return f"{graph.label} on {BACKENDS[backend]}"
+def _side_label(graph: _Graph, backend: str, config: Settings | None = None) -> str:
+    label = f"{graph.label} on {BACKENDS[backend]}"
+    if config is not None and backend != "reference" and config.provider.lower() not in ("cpu", "cpuexecutionprovider"):
+        label += f" with provider {config.label()}"
+    return label
+
+
+def _side_settings(provider: Any, reference_provider: Any, candidate_provider: Any, provider_options: Any,
+                   custom_ops: Any, python_ops: Any) -> tuple[Settings, Settings]:
+    """The reference and candidate sides' session settings, checked (a provider this ONNX Runtime
+    lacks is a UsageError listing the ones it has)."""
+    common = settings(provider=provider, provider_options=provider_options, custom_ops=custom_ops,
+                      python_ops=python_ops)
+    sides = []
+    for name, chosen in (("reference_", reference_provider), ("candidate_", candidate_provider)):
+        if chosen is None:
+            sides.append(common)
+        else:
+            side = settings(provider=chosen, prefix=name)
+            sides.append(replace(common, provider=side.provider))
+    for side in sides:
+        _backends.check_provider(side.provider)
+    return sides[0], sides[1]
 
 
 def _match_models(ref: _Graph, cand: _Graph, mapping: Mapping[str, str]) -> tuple[list[_Pair], list[str]]:
@@ -1028,7 +1047,8 @@ def _check_tolerance_names(tolerances: Mapping[str, Tolerance], pairs: list[_Pai
 def _compare_models(ref: _Graph, cand: _Graph, pairs: list[_Pair], unmatched: list[str], ref_backend: str,
                     cand_backend: str, feeds: Mapping[str, Any] | None, gen: _FeedOptions, tol: Tolerance,
                     tolerances: Mapping[str, Tolerance] | None, tensors: Sequence[str] | None,
-                    budget: int, local_checks: int, progress: Progress | None) -> Comparison:
+                    budget: int, local_checks: int, progress: Progress | None, *,
+                    ref_config: Settings | None = None, cand_config: Settings | None = None) -> Comparison:
     pairs = _restrict(pairs, tensors, cand)
     if not pairs:
         raise UsageError(f"{ref.label} and {cand.label} have no tensor in common to compare",
@@ -1038,14 +1058,17 @@ def _compare_models(ref: _Graph, cand: _Graph, pairs: list[_Pair], unmatched: li
     cand_feeds = _map_feeds(ref_feeds, cand, ref.label)
     plan = _Plan.build(cand, pairs, set(cand_feeds))
     ref_walker = _Walker(ref, ref_backend, ref_feeds, {p.reference for p in pairs}, budget=budget,
-                         label=_side_label(ref, ref_backend))
+                         label=_side_label(ref, ref_backend, ref_config), config=ref_config)
     source = _ModelSource(ref_walker, plan.keep_until(pairs))
+    runner = _Runner(cand, cand_backend, cand_feeds, source, plan, tol, tolerances or {}, local_checks,
+                     config=cand_config)
     cand_walker = _Walker(cand, cand_backend, cand_feeds, {p.candidate for p in pairs}, budget=budget,
-                          label=_side_label(cand, cand_backend), progress=progress)
-    result = _Runner(cand, cand_backend, cand_feeds, source, plan, tol, tolerances or {}, local_checks).run(
-        pairs, cand_walker)
-    return Comparison(_side_label(ref, ref_backend), _side_label(cand, cand_backend), result[0], result[1], tol,
-                      tuple(unmatched), tuple(result[2]), ref_walker.runs + cand_walker.runs)
+                          label=_side_label(cand, cand_backend, cand_config), progress=progress, config=cand_config,
+                          notes=runner.notes)
+    ref_walker.notes = runner.notes
+    result = runner.run(pairs, cand_walker)
+    return Comparison(_side_label(ref, ref_backend, ref_config), _side_label(cand, cand_backend, cand_config),
+                      result[0], result[1], tol, tuple(unmatched), tuple(result[2]), ref_walker.runs + cand_walker.runs)
 
 
 def _map_feeds(feeds: Mapping[str, np.ndarray], cand: _Graph, where: str) -> dict[str, np.ndarray]:
@@ -1065,7 +1088,8 @@ def _map_feeds(feeds: Mapping[str, np.ndarray], cand: _Graph, where: str) -> dic
 
 def _compare_npz(cand: _Graph, values: Mapping[str, np.ndarray], label: str, cand_backend: str,
                  feeds: Mapping[str, Any] | None, gen: _FeedOptions, tol: Tolerance, tolerances: Mapping[str, Tolerance] | None, tensors: Sequence[str] | None,
-                 budget: int, local_checks: int, progress: Progress | None) -> Comparison:
+                 budget: int, local_checks: int, progress: Progress | None, *,
+                 cand_config: Settings | None = None) -> Comparison:
     keys = list(values.keys())
     inputs = {s.name for s in input_specs(cand.model)}
     pairs: list[_Pair] = []
@@ -1107,11 +1131,13 @@ def _compare_npz(cand: _Graph, values: Mapping[str, np.ndarray], label: str, can
     _check_tolerance_names(tolerances or {}, pairs, cand.label)
     cand_feeds = gen.make(cand.model, given)
     plan = _Plan.build(cand, pairs, set(cand_feeds))
+    runner = _Runner(cand, cand_backend, cand_feeds, _NpzSource(values), plan, tol, tolerances or {}, local_checks,
+                     config=cand_config)
     walker = _Walker(cand, cand_backend, cand_feeds, {p.candidate for p in pairs}, budget=budget,
-                     label=_side_label(cand, cand_backend), progress=progress)
-    tensors_, first, more_notes = _Runner(cand, cand_backend, cand_feeds, _NpzSource(values), plan, tol,
-                                          tolerances or {}, local_checks).run(pairs, walker)
-    return Comparison(label, _side_label(cand, cand_backend), tensors_, first, tol, tuple(unmatched),
+                     label=_side_label(cand, cand_backend, cand_config), progress=progress, config=cand_config,
+                     notes=runner.notes)
+    tensors_, first, more_notes = runner.run(pairs, walker)
+    return Comparison(label, _side_label(cand, cand_backend, cand_config), tensors_, first, tol, tuple(unmatched),
                       tuple(notes + more_notes), walker.runs)
 
 
@@ -1186,9 +1212,10 @@ class _Runner:
 
     def __init__(self, cand: _Graph, backend: str, feeds: Mapping[str, np.ndarray],
                  source: _ModelSource | _NpzSource, plan: _Plan, tol: Tolerance,
-                 tolerances: Mapping[str, Tolerance], local_checks: int) -> None:
+                 tolerances: Mapping[str, Tolerance], local_checks: int, config: Settings | None = None) -> None:
         self.cand = cand
         self.backend = backend
+        self.config = config
         self.feeds = feeds
         self.source = source
         self.plan = plan
@@ -1257,7 +1284,7 @@ class _Runner:
             inputs[name] = value if same else value.astype(dtype)
         what = f"re-running {pair.candidate!r} on the reference side's inputs"
         model = _fragment_model(self.cand, frag.nodes, inputs, [pair.candidate])
-        got = _execute(model, inputs, [pair.candidate], self.backend, what)[pair.candidate]
+        got = _execute(model, inputs, [pair.candidate], self.backend, what, self.config, self.notes)[pair.candidate]
         if got.shape != expected.shape:
             return (False, math.inf)
         figures = tensor_figures(got, expected, tol)

@@ -11,14 +11,20 @@ so no weight is copied into memory twice.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import onnx
 
+from graphkit._custom_ops import INSTALL_HINT, CustomOp, attribute_values
 from graphkit._io import runtime_bytes
 from graphkit._model import Model
 from graphkit._numbers import MAX_THREADS_PER_CORE, check_int, max_threads
@@ -27,7 +33,10 @@ from graphkit.errors import RuntimeFailure, UsageError
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["OPT_LEVELS", "PROVIDERS", "onnxruntime", "run_session", "session", "symbolic_shapes"]
+__all__ = [
+    "OPT_LEVELS", "PROVIDERS", "Settings", "available_providers", "onnxruntime", "provider_name", "run_session", "session",
+    "symbolic_shapes",
+]
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +47,15 @@ OPT_LEVELS = {
     "extended": "ORT_ENABLE_EXTENDED",
     "all": "ORT_ENABLE_ALL",
 }
-PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
+PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider",
+             "openvino": "OpenVINOExecutionProvider", "directml": "DmlExecutionProvider",
+             "coreml": "CoreMLExecutionProvider", "rocm": "ROCMExecutionProvider"}
+_FULL_BY_LOWER = {v.lower(): v for v in PROVIDERS.values()}
 
 
-def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", threads: int = 0) -> ort.InferenceSession:
+def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", threads: int = 0,
+            provider_options: Mapping[str, str] | None = None, custom_ops: Sequence[str | os.PathLike[str]] = (),
+            python_ops: Sequence[CustomOp] = ()) -> ort.InferenceSession:
     """An ONNX Runtime session for ``model``, reading external weights from the model's folder.
 
     Args:
@@ -49,22 +63,21 @@ def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", thre
         provider: "cpu", "cuda", "tensorrt" or a full ONNX Runtime provider name.
         opt_level: Graph optimization level: disable, basic, extended or all.
         threads: Intra-op threads (0: ONNX Runtime's default).
+        provider_options: The provider's options (``device_id``, ...), as ONNX Runtime takes them.
+        custom_ops: Custom-operator libraries (``.so``/``.dll``) to register.
+        python_ops: Python implementations of operators; nodes using them run through
+            onnxruntime-extensions, in an in-memory copy of the model (``model`` is not changed).
 
     Raises:
-        UsageError: Unknown optimization level, a provider this ONNX Runtime does not have, or more
-            threads than a small multiple of the cores.
-        RuntimeFailure: ONNX Runtime refuses the model (the message names what it says).
+        UsageError: Unknown optimization level, a provider this ONNX Runtime does not have, more
+            threads than a small multiple of the cores, a custom-op library that is missing, or
+            Python operators without onnxruntime-extensions.
+        RuntimeFailure: ONNX Runtime refuses the model or a library (the message names what it says).
     """
     if opt_level not in OPT_LEVELS:
         raise UsageError(f"unknown optimization level {opt_level!r}", hint="use one of " + ", ".join(OPT_LEVELS))
     ort = onnxruntime()
-    full_provider = PROVIDERS.get(provider.lower(), provider)
-    available = ort.get_available_providers()
-    if full_provider not in available:
-        raise UsageError(
-            f"ONNX Runtime here has no provider {provider!r}",
-            hint="available: " + ", ".join(available) + " (install onnxruntime-gpu for cuda)",
-        )
+    full_provider = provider_name(provider)
     if isinstance(threads, bool) or not isinstance(threads, int):
         raise UsageError(f"threads must be a whole number, not {threads!r}", hint="pass threads=0 for ONNX Runtime's default")
     check_int(threads, what="threads", lo=0, hi=max_threads(),
@@ -74,16 +87,212 @@ def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", thre
     options.log_severity_level = _runtime_log_severity()
     if threads:
         options.intra_op_num_threads = threads
-    data, folder = runtime_bytes(model)  # (checks every external tensor first)
+    for library in custom_ops:
+        _register_library(options, library)
+    target = model
+    if python_ops and _uses_any(model.lazy_proto, python_ops):
+        target = _with_python_ops(model, python_ops)
+        _register_library(options, _extensions().get_library_path(), what="onnxruntime-extensions' library")
+    data, folder = runtime_bytes(target)  # (checks every external tensor first)
     if folder is not None:
         options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
     try:
-        return ort.InferenceSession(data, options, providers=[full_provider])
+        return ort.InferenceSession(data, options, providers=[full_provider],
+                                    provider_options=[dict(provider_options or {})])
     except Exception as err:  # onnxruntime raises its own exception types
-        raise RuntimeFailure(
-            f"ONNX Runtime cannot load {model.name}: {first_line(err)}",
-            hint="run 'python -m graphkit check' on the model; custom-domain ops need their library",
-        ) from err
+        raise RuntimeFailure(f"ONNX Runtime cannot load {model.name}: {first_line(err)}",
+                             hint=_load_hint(model, python_ops)) from err
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How every session of one side of a run is made: provider (with its options), optimization
+    level, threads, and the custom operators registered (libraries and Python implementations)."""
+
+    provider: str = "cpu"
+    opt_level: str = "all"
+    threads: int = 0
+    provider_options: Mapping[str, str] = field(default_factory=dict)
+    custom_ops: tuple[str, ...] = ()
+    python_ops: tuple[CustomOp, ...] = ()
+
+    def session(self, model: Model, *, opt_level: str | None = None) -> ort.InferenceSession:
+        """``session(model, ...)`` with these settings (``opt_level`` overrides theirs)."""
+        return session(model, provider=self.provider, opt_level=opt_level or self.opt_level, threads=self.threads,
+                       provider_options=self.provider_options, custom_ops=self.custom_ops,
+                       python_ops=self.python_ops)
+
+    def label(self) -> str:
+        """The provider as shown to users ("cpu", "cuda (device_id=1)")."""
+        options = ", ".join(f"{k}={v}" for k, v in self.provider_options.items())
+        return self.provider + (f" ({options})" if options else "")
+
+
+def provider_name(provider: str) -> str:
+    """ONNX Runtime's name of a provider ("cuda" → "CUDAExecutionProvider").
+
+    Raises:
+        UsageError: This ONNX Runtime has no such provider; the message lists the ones it has.
+    """
+    full = PROVIDERS.get(provider.lower(), provider)
+    if full.lower() in _FULL_BY_LOWER:
+        full = _FULL_BY_LOWER[full.lower()]
+    available = onnxruntime().get_available_providers()
+    if full not in available:
+        short = {v: k for k, v in PROVIDERS.items()}
+        names = ", ".join(f"{short[a]} ({a})" if a in short else a for a in available)
+        raise UsageError(
+            f"ONNX Runtime here has no provider {provider!r}; it has {names}",
+            hint="pick one of these with --provider; a GPU provider needs its ONNX Runtime package "
+                 "(onnxruntime-gpu for cuda and tensorrt) and a GPU",
+        )
+    return full
+
+
+def available_providers() -> list[str]:
+    """The providers this ONNX Runtime has, by ONNX Runtime's names."""
+    return list(onnxruntime().get_available_providers())
+
+
+def _register_library(options: Any, library: str | os.PathLike[str], *, what: str = "custom-op library") -> None:
+    path = Path(library)
+    if not path.is_file():
+        raise UsageError(f"no such {what}: {path}", hint="give the path of a compiled library with --custom-ops LIB.so")
+    try:
+        options.register_custom_ops_library(str(path))
+    except Exception as err:  # onnxruntime raises its own exception types
+        raise RuntimeFailure(f"ONNX Runtime cannot load the {what} {path}: {first_line(err)}",
+                             hint="give a custom-op library built for this ONNX Runtime "
+                                  f"({onnxruntime().__version__}) and this platform") from err
+
+
+def _load_hint(model: Model, python_ops: Sequence[CustomOp]) -> str:
+    """The hint of a model ONNX Runtime refused: the custom-domain operators nothing implements, if any."""
+    covered = {op.key for op in python_ops}
+    custom = sorted({f"{n.domain}::{n.op_type}" for n in _all_nodes(model.lazy_proto)
+                     if n.domain not in ("", "ai.onnx", "ai.onnx.ml", "com.microsoft")
+                     and (n.domain, n.op_type) not in covered})
+    if custom:
+        return (f"the model uses custom operators ({', '.join(custom[:5])}): register their library with "
+                "--custom-ops LIB.so, or give Python implementations with --python-ops FILE.py")
+    return "run 'python -m graphkit check' on the model"
+
+
+# ------------------------------------------------------------------------------ Python operators
+#
+# onnxruntime-extensions runs a Python function as an operator of its own domain (ai.onnx.contrib),
+# looked up by op type in a registry of the process. A session therefore loads an in-memory copy of
+# the model whose nodes of each Python operator name one registered function (a name derived from
+# the function's identity, so two files implementing the same op never collide), with every
+# attribute carried as JSON text: the extensions pass only int, float and string attributes on, and
+# deform_conv2d's stride=[1, 1] is a list.
+
+_PYOP_DOMAIN = "ai.onnx.contrib"
+_registered: dict[tuple[int, tuple[str, ...], int], str] = {}
+#: Failures of Python operators during the current ``run_session``: the extensions abort the process
+#: when an exception escapes an operator, so the operator returns empty outputs and its error is
+#: raised once ONNX Runtime returns (or fails on the empty values).
+_failures: list[RuntimeFailure] = []
+
+
+def _extensions() -> ModuleType:
+    try:
+        import onnxruntime_extensions
+    except ImportError as err:
+        raise UsageError("running Python custom operators in ONNX Runtime needs onnxruntime-extensions, "
+                         "which is not installed", hint=INSTALL_HINT) from err
+    return onnxruntime_extensions
+
+
+def _uses_any(proto: onnx.ModelProto, python_ops: Sequence[CustomOp]) -> bool:
+    keys = {op.key for op in python_ops}
+    return any(_key(n) in keys for n in _all_nodes(proto))
+
+
+def _key(node: onnx.NodeProto) -> tuple[str, str]:
+    return ("" if node.domain == "ai.onnx" else node.domain, node.op_type)
+
+
+def _all_nodes(proto: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
+    """Every node of the model: main graph, subgraph bodies at any depth, local functions."""
+    stack: list[Sequence[onnx.NodeProto]] = [proto.graph.node, *(f.node for f in proto.functions)]
+    while stack:
+        for node in stack.pop():
+            yield node
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    stack.append(attr.g.node)
+                elif attr.type == onnx.AttributeProto.GRAPHS:
+                    stack.extend(g.node for g in attr.graphs)
+
+
+def _with_python_ops(model: Model, python_ops: Sequence[CustomOp]) -> Model:
+    """A copy of ``model`` whose Python-operator nodes call functions registered with the extensions."""
+    by_key = {op.key: op for op in python_ops}
+    proto = onnx.ModelProto()
+    proto.CopyFrom(model.lazy_proto)
+    for node in _all_nodes(proto):
+        op = by_key.get(_key(node))
+        if op is None:
+            continue
+        names = tuple(a.name for a in node.attribute)
+        values = attribute_values(node)
+        del node.attribute[:]
+        node.attribute.extend(onnx.helper.make_attribute(name, json.dumps(_jsonable(values[name])))
+                              for name in names)
+        node.op_type = _register_python_op(op, names, len(node.input))
+        node.domain = _PYOP_DOMAIN
+    if not any(o.domain == _PYOP_DOMAIN for o in proto.opset_import):
+        proto.opset_import.append(onnx.helper.make_opsetid(_PYOP_DOMAIN, 1))
+    return model.derive(proto)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _register_python_op(op: CustomOp, attributes: tuple[str, ...], inputs: int) -> str:
+    """The op type under which ``op`` (with these attribute names and inputs) is registered with the extensions."""
+    key = (id(op), attributes, inputs)
+    if key in _registered:
+        return _registered[key]
+    ext = _extensions()
+    dtypes = {np.dtype(k).name: v for k, v in _EXTENSION_DTYPES.items()}
+    name = f"graphkit_{len(_registered)}_{op.op_type}"
+    where = f"{op.label} in ONNX Runtime"
+
+    def body(*inputs: Any, **attrs: str) -> Any:
+        try:
+            values = op.compute(inputs, {k: json.loads(v) for k, v in attrs.items()}, where)
+        except Exception as err:  # (an exception escaping into the extensions aborts the process)
+            _failures.append(err if isinstance(err, RuntimeFailure) else RuntimeFailure(
+                f"{where}: {type(err).__name__}: {err}", hint="check the --python-ops file"))
+            values = tuple(np.zeros((0,), dtype) for dtype in op.outputs)
+        return values if len(values) > 1 else values[0]
+
+    outputs = []
+    for dtype in op.outputs:
+        if dtype not in dtypes:
+            raise UsageError(f"{op.label}: onnxruntime-extensions cannot return {dtype} from a Python operator",
+                             hint="return one of " + ", ".join(sorted(dtypes)))
+        outputs.append(getattr(ext.PyCustomOpDef, dtypes[dtype]))
+    body.__name__ = name
+    # (input types left undefined: the extensions then take every input as it comes)
+    ext.onnx_op(op_type=name, inputs=[0] * inputs, outputs=outputs,
+                attrs={a: ext.PyCustomOpDef.dt_string for a in attributes})(body)
+    _registered[key] = name
+    return name
+
+
+_EXTENSION_DTYPES = {
+    "float32": "dt_float", "float64": "dt_double", "float16": "dt_float16", "int8": "dt_int8", "int16": "dt_int16",
+    "int32": "dt_int32", "int64": "dt_int64", "uint8": "dt_uint8", "uint16": "dt_uint16", "uint32": "dt_uint32",
+    "uint64": "dt_uint64", "bool": "dt_bool",
+}
 
 
 def onnxruntime() -> ModuleType:
@@ -115,12 +324,15 @@ def run_session(sess: ort.InferenceSession, names: Sequence[str], feeds: Mapping
 
     Values come back as ONNX Runtime gives them: arrays for tensors, lists for sequences, dicts for maps.
     """
+    del _failures[:]
     try:
-        return list(sess.run(list(names), dict(feeds)))
+        values = list(sess.run(list(names), dict(feeds)))
     except MemoryError as err:
+        _raise_python_op_failure()
         raise RuntimeFailure(f"out of memory running {label}",
                              hint="give smaller inputs (--shape, --dim) or run it in fragments (split)") from err
     except Exception as err:  # onnxruntime raises its own exception types
+        _raise_python_op_failure()
         allocation = _ALLOCATION.search(str(err))
         if allocation:
             node = re.search(r"running (\w+) node\. Name:'([^']*)'", str(err))
@@ -133,6 +345,15 @@ def run_session(sess: ort.InferenceSession, names: Sequence[str], feeds: Mapping
             f"ONNX Runtime failed running {label}: {first_line(err)}",
             hint="check the input shapes and values; run 'python -m graphkit check' on the model",
         ) from err
+    _raise_python_op_failure()
+    return values
+
+
+def _raise_python_op_failure() -> None:
+    if _failures:
+        failure = _failures[0]
+        del _failures[:]
+        raise failure
 
 
 def symbolic_shapes(proto: onnx.ModelProto) -> onnx.ModelProto | None:

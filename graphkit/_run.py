@@ -11,6 +11,7 @@ change when another input is given from a file or when the inputs are listed in 
 from __future__ import annotations
 
 import logging
+import os
 import time
 import zlib
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,7 @@ import onnx
 
 from graphkit import _check_args as argcheck
 from graphkit import _ort
+from graphkit._custom_ops import CustomOp, check_python_ops
 from graphkit._graph import GraphIndex
 from graphkit._model import Model
 from graphkit._numbers import max_threads
@@ -29,6 +31,7 @@ from graphkit._options import FeedOptions, OptLevel, Provider
 from graphkit._summary import TensorSig
 from graphkit._validate import require_sound
 from graphkit.errors import (
+    ArgumentTypeError,
     FeedError,
     TensorNotFoundError,
     not_found,
@@ -163,14 +166,51 @@ def make_feeds(
 
 
 def check_run_args(feeds: Any, feed_options: Any, *, outputs: Any = None, provider: Any = "cpu",
-                   opt_level: Any = "all", threads: Any = 0) -> None:
-    """The prologue of every public function that runs a model: each argument of the right type."""
+                   opt_level: Any = "all", threads: Any = 0, provider_options: Any = None, custom_ops: Any = (),
+                   python_ops: Any = ()) -> _ort.Settings:
+    """The prologue of every public function that runs a model: each argument of the right type.
+
+    Returns:
+        The session settings the arguments describe.
+    """
     argcheck.optional(argcheck.mapping, feeds, "feeds", key=lambda k, kw: argcheck.name(k, kw, what="input name"))
     argcheck.instance(feed_options, "feed_options", FeedOptions, "a graphkit.FeedOptions")
     argcheck.optional(argcheck.names, outputs, "outputs", what="tensor name")
-    argcheck.name(provider, "provider", what="provider")
+    return settings(provider=provider, opt_level=opt_level, threads=threads, provider_options=provider_options,
+                    custom_ops=custom_ops, python_ops=python_ops)
+
+
+def settings(*, provider: Any = "cpu", opt_level: Any = "all", threads: Any = 0, provider_options: Any = None,
+             custom_ops: Any = (), python_ops: Any = (), prefix: str = "") -> _ort.Settings:
+    """Checked session settings (``prefix`` names compare's per-side keywords: ``reference_provider``).
+
+    Raises:
+        ArgumentTypeError, UsageError: An argument of the wrong type or value, naming its keyword; a
+            provider this ONNX Runtime does not have (the message lists the ones it has).
+    """
+    argcheck.name(provider, f"{prefix}provider", what="provider")
     argcheck.choice(opt_level, "opt_level", OPT_LEVELS)
     argcheck.integer(threads, "threads", minimum=0, maximum=max_threads())
+    options = argcheck.optional(argcheck.mapping, provider_options, f"{prefix}provider_options",
+                                key=_option_text, item=_option_value) or {}
+    if isinstance(custom_ops, (str, os.PathLike)):
+        raise ArgumentTypeError(f"custom_ops= must be a list of library paths, not {argcheck.describe(custom_ops)}",
+                                hint=f"wrap one library in a list: custom_ops=[{os.fspath(custom_ops)!r}]")
+    libraries = tuple(os.fspath(argcheck.path(p, f"custom_ops[{k}]"))
+                      for k, p in enumerate(argcheck.optional(argcheck.names_or_paths, custom_ops, "custom_ops") or []))
+    return _ort.Settings(provider, opt_level, threads, options, libraries, check_python_ops(python_ops))
+
+
+def _option_text(value: Any, keyword: str) -> str:
+    return argcheck.name(value, keyword, what="provider option")
+
+
+def _option_value(value: Any, keyword: str) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return argcheck.name(value, keyword, what="provider option value", empty=True)
 
 
 def plan_feeds(
@@ -463,6 +503,9 @@ def run(
     provider: Provider = "cpu",
     opt_level: OptLevel = "all",
     threads: int = 0,
+    provider_options: Mapping[str, str] | None = None,
+    custom_ops: Sequence[str | os.PathLike[str]] = (),
+    python_ops: Sequence[CustomOp | str | os.PathLike[str]] = (),
 ) -> dict[str, np.ndarray]:
     """Run a model through ONNX Runtime and return its outputs by name.
 
@@ -474,18 +517,24 @@ def run(
         outputs: Which tensors to return (default: the graph outputs). Names of intermediate tensors
             of the main graph are exposed as extra outputs for this run.
         feed_options: How the inputs not in ``feeds`` are generated (seed, shapes, dims, ranges).
-        provider: "cpu" (default) or an ONNX Runtime provider name.
+        provider: "cpu" (default), "cuda", "tensorrt", ... or a full ONNX Runtime provider name.
         opt_level: ONNX Runtime graph optimization level: disable, basic, extended or all.
         threads: Intra-op threads (0: ONNX Runtime's default).
+        provider_options: The provider's options ({"device_id": "1"}), as ONNX Runtime takes them.
+        custom_ops: Custom-operator libraries to register (``.so``/``.dll`` paths).
+        python_ops: Python implementations of custom operators: ``graphkit.custom_op`` functions or
+            paths of files declaring them (run through onnxruntime-extensions, the ``custom-ops`` extra).
 
     Raises:
         FeedError: A feed is unknown or of the wrong dtype/shape.
         TensorNotFoundError: An output name is no tensor of the main graph.
+        UsageError: A provider this ONNX Runtime does not have (the message lists the ones it has), a
+            missing library, or Python operators without onnxruntime-extensions.
         RuntimeFailure: ONNX Runtime refuses the model or fails while running it.
     """
     return run_detailed(
         model, feeds, outputs=outputs, feed_options=feed_options, provider=provider, opt_level=opt_level,
-        threads=threads,
+        threads=threads, provider_options=provider_options, custom_ops=custom_ops, python_ops=python_ops,
     ).outputs
 
 
@@ -498,43 +547,54 @@ def run_detailed(
     provider: Provider = "cpu",
     opt_level: OptLevel = "all",
     threads: int = 0,
+    provider_options: Mapping[str, str] | None = None,
+    custom_ops: Sequence[str | os.PathLike[str]] = (),
+    python_ops: Sequence[CustomOp | str | os.PathLike[str]] = (),
 ) -> RunResult:
     """Like ``run``, returning a RunResult: the outputs, how each input was made, and timings.
 
     Raises:
         FeedError: A feed is unknown or of the wrong dtype/shape.
         TensorNotFoundError: An output name is no tensor of the main graph.
+        UsageError: A provider this ONNX Runtime does not have, a missing library, or Python
+            operators without onnxruntime-extensions.
         RuntimeFailure: ONNX Runtime refuses the model or fails while running it.
         InvalidModelError: The graph is broken (dangling input, cycle, duplicate producer, …).
     """
     argcheck.instance(model, "model", Model, argcheck.MODEL)
-    check_run_args(feeds, feed_options, outputs=outputs, provider=provider, opt_level=opt_level, threads=threads)
+    config = check_run_args(feeds, feed_options, outputs=outputs, provider=provider, opt_level=opt_level,
+                            threads=threads, provider_options=provider_options, custom_ops=custom_ops,
+                            python_ops=python_ops)
     require_sound(model)
     all_feeds, notes = plan_feeds(input_specs(model), feeds, feed_options=feed_options, where=model.name)
     target, wanted = _with_outputs(model, outputs)
     start = time.perf_counter()
-    sess = session(target, provider=provider, opt_level=opt_level, threads=threads)
+    sess = config.session(target)
     loaded = time.perf_counter()
     values = _run_session(sess, wanted, all_feeds, model.name)
     done = time.perf_counter()
     result = {name: np.asarray(v) for name, v in zip(wanted, values)}
-    return RunResult(model.name, result, tuple(notes), loaded - start, done - loaded, provider, opt_level,
+    return RunResult(model.name, result, tuple(notes), loaded - start, done - loaded, config.label(), opt_level,
                      dict(all_feeds))
 
 
 def run_fragment(model: Model, feeds: Mapping[str, np.ndarray], outputs: Sequence[str], *,
-                 opt_level: str = "all") -> dict[str, np.ndarray]:
+                 opt_level: str = "all", config: _ort.Settings | None = None) -> dict[str, np.ndarray]:
     """Run a piece graphkit cut from a model that passed ``require_sound``, fed every input.
 
     ``run`` without its per-call soundness pass and feed planning: a compare walk runs thousands of
     such pieces, each sound by construction (nodes of a sound graph, inputs typed from the arrays
     fed), and on a 50k-node model those passes cost more than ONNX Runtime does.
 
+    Args:
+        config: The session settings (provider, custom operators); ``opt_level`` overrides its level.
+
     Raises:
         RuntimeFailure: ONNX Runtime refuses the piece or fails while running it.
     """
     target, wanted = _with_outputs(model, outputs)
-    values = _run_session(session(target, opt_level=opt_level), wanted, feeds, model.name)
+    sess = (config or _ort.Settings()).session(target, opt_level=opt_level)
+    values = _run_session(sess, wanted, feeds, model.name)
     return {name: as_value(v) for name, v in zip(wanted, values)}
 
 

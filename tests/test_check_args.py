@@ -51,6 +51,10 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
     recipe.write_text('[{"op": "cleanup"}]')
     markers = gk.load(fixture("debug_markers.onnx"))
     path = fixture("linear_func.onnx")
+    ops_file = tmp / "ops.py"
+    ops_file.write_text("import graphkit\n\n@graphkit.custom_op('my', 'Twice', outputs=['float32'])\n"
+                        "def twice(x):\n    return 2 * x\n")
+    python_op = gk.custom_op("my", "Twice", outputs=["float32"])(lambda x: 2 * x)
     builder = gk.GraphBuilder("b")
     builder.input("x", "float32", [2])
     return {
@@ -112,7 +116,11 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
         "load_recipe": (gk.load_recipe, {"path": recipe}),
         "make_feeds": (gk.make_feeds, {"model": model, "feeds": None, "feed_options": gk.FeedOptions()}),
         "run": (gk.run, {"model": model, "feeds": {"x": np.ones((1, 4), np.float32)}, "outputs": ["s"],
-                         "feed_options": gk.FeedOptions(), "provider": "cpu", "opt_level": "all", "threads": 1}),
+                         "feed_options": gk.FeedOptions(), "provider": "cpu", "opt_level": "all", "threads": 1,
+                         "provider_options": {"arena_extend_strategy": "kSameAsRequested"}, "custom_ops": [],
+                         "python_ops": [python_op]}),
+        "custom_op": (gk.custom_op, {"domain": "my", "op_type": "Twice", "outputs": ["float32"]}),
+        "load_python_ops": (gk.load_python_ops, {"path": ops_file}),
         "run_detailed": (gk.run_detailed, {"model": model, "feeds": None, "outputs": None,
                                            "feed_options": gk.FeedOptions(shapes={"x": [2, 4]}), "threads": 0}),
         "run_chain": (gk.run_chain, {"fragments": parts, "feeds": None, "reference": model,
@@ -123,7 +131,9 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
                                  "tolerance": gk.Tolerance(), "tolerances": {"y": gk.Tolerance()},
                                  "mapping": {"y": "y"}, "tensors": None, "constants": False,
                                  "marker_spec": ("my", "Debug", "name"), "fragment_bytes": 2**20,
-                                 "local_checks": 4, "progress": None}),
+                                 "local_checks": 4, "progress": None, "provider": "cpu",
+                                 "reference_provider": None, "candidate_provider": "cpu",
+                                 "provider_options": None, "custom_ops": (), "python_ops": [ops_file]}),
         "markers": (gk.markers, {"model": markers, "domain": "my", "op": "Debug", "attr": "name", "expose": True}),
         "FeedOptions": (gk.FeedOptions, {"seed": 0, "shapes": {"x": [1, 4]}, "dims": {"batch": 1},
                                          "ranges": {"x": (0, 1)}, "default_dim": 1}),

@@ -111,3 +111,26 @@ def test_save_keeps_inputs_and_outputs_so_compare_needs_nothing_else(
     assert main(["compare", str(fixture("debug_markers.onnx")), "--reference", str(ref)]) == 0
     captured = capsys.readouterr()
     assert "PASSED" in captured.out and "no value for input" not in captured.err
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "{m}", "--provider", "cuda"],
+    ["compare", "{m}", "--candidate-provider", "cuda"],
+    ["compare", "{m}", "--reference-provider", "tensorrt", "--backend", "ort"],
+])
+def test_unavailable_provider_exits_2_naming_the_available_ones(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from graphkit import _ort
+
+    if "CUDAExecutionProvider" in _ort.available_providers():
+        pytest.skip("this machine has CUDA")
+    assert main([a.format(m=fixture("my_add.onnx")) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert "no provider" in err and "CPUExecutionProvider" in err and "hint:" in err
+
+
+def test_provider_option_is_shown_and_a_bad_one_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(fixture("my_add.onnx")), "--provider", "cpu", "--provider-option",
+                 "arena_extend_strategy=kSameAsRequested"]) == 0
+    assert "provider cpu (arena_extend_strategy=kSameAsRequested)" in capsys.readouterr().out
+    assert main(["run", str(fixture("my_add.onnx")), "--provider-option", "novalue"]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().err

@@ -34,6 +34,7 @@ def _commands() -> list[tuple[str, int]]:
 @pytest.fixture
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copytree(FIXTURES, tmp_path / "fixtures")
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
     (tmp_path / "out").mkdir()
     monkeypatch.chdir(tmp_path)
     return tmp_path

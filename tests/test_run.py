@@ -10,6 +10,7 @@ import pytest
 from conftest import fixture
 
 import graphkit as gk
+from graphkit import _ort
 from graphkit._io import inline_proto, load_bytes
 from graphkit._run import FeedSpec, input_specs, plan_feeds, run_detailed, session, tensor_stats
 
@@ -209,7 +210,7 @@ def test_unknown_output_is_a_clear_error(whole_model: gk.Model) -> None:
 def test_unknown_provider_and_opt_level_are_usage_errors(whole_model: gk.Model) -> None:
     with pytest.raises(gk.UsageError) as err:
         gk.run(whole_model, provider="nope")
-    assert "'nope'" in err.value.message and "CPUExecutionProvider" in err.value.hint
+    assert "'nope'" in err.value.message and "CPUExecutionProvider" in err.value.message and err.value.hint
     with pytest.raises(gk.UsageError, match="opt_level"):
         gk.run(whole_model, opt_level="max")
 
@@ -272,3 +273,49 @@ def test_threads_are_bounded_before_a_session_starts(whole_model: gk.Model, thre
     with pytest.raises(gk.UsageError, match="threads") as err:
         gk.run(whole_model, threads=threads)  # type: ignore[arg-type]
     assert err.value.hint
+
+
+# ---------------------------------------------------------------------------------- providers
+
+_HAS_CUDA = "CUDAExecutionProvider" in _ort.available_providers()
+
+
+def test_cpu_provider_by_short_or_full_name_computes_the_same(whole_model: gk.Model) -> None:
+    options = gk.FeedOptions(seed=5)
+    short = gk.run_detailed(whole_model, feed_options=options, provider="cpu")
+    full = gk.run_detailed(whole_model, feed_options=options, provider="CPUExecutionProvider",
+                           provider_options={"arena_extend_strategy": "kSameAsRequested"})
+    np.testing.assert_array_equal(short.outputs["output"], full.outputs["output"])
+    assert full.provider == "CPUExecutionProvider (arena_extend_strategy=kSameAsRequested)"
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: gk.run(m, provider="cuda"),
+    lambda m: gk.run_chain([m], provider="tensorrt", reference=None),
+    lambda m: gk.compare(m, candidate_provider="cuda"),
+    lambda m: gk.compare(m, m, reference_provider="openvino"),
+])
+def test_an_unavailable_provider_names_the_available_ones(whole_model: gk.Model, call: object) -> None:
+    if _HAS_CUDA:
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(gk.UsageError) as err:
+        call(whole_model)  # type: ignore[operator]
+    assert "no provider" in err.value.message and "CPUExecutionProvider" in err.value.message
+    assert "--provider" in err.value.hint
+
+
+def test_provider_options_are_checked_by_keyword(whole_model: gk.Model) -> None:
+    with pytest.raises(gk.ArgumentTypeError, match="provider_options"):
+        gk.run(whole_model, provider_options={"device_id": None})  # type: ignore[dict-item]
+    with pytest.raises(gk.ArgumentTypeError, match="custom_ops"):
+        gk.run(whole_model, custom_ops="lib.so")  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not _HAS_CUDA, reason="ONNX Runtime here has no CUDAExecutionProvider (no GPU or no onnxruntime-gpu)")
+def test_cuda_agrees_with_cpu_within_tolerance(whole_model: gk.Model) -> None:
+    result = gk.compare(whole_model, backend="ort", reference_provider="cpu", candidate_provider="cuda",
+                        provider_options={"device_id": "0"}, tolerance=gk.Tolerance(atol=1e-4, rtol=1e-3))
+    assert result.passed and "cuda" in result.candidate
+    cpu = gk.run(whole_model, feed_options=gk.FeedOptions(seed=1))["output"]
+    gpu = gk.run(whole_model, feed_options=gk.FeedOptions(seed=1), provider="cuda")["output"]
+    np.testing.assert_allclose(gpu, cpu, atol=1e-4, rtol=1e-3)

@@ -6,16 +6,21 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from graphkit._custom_ops import CustomOp, load_python_ops
 from graphkit._feeds import load_feeds, parse_named, parse_range, parse_shape, resolve_feeds
 from graphkit._numbers import MAX_THREADS_PER_CORE, max_threads, parse_int
 from graphkit._options import FeedOptions, Tolerance
 from graphkit.cli._args import whole
 from graphkit.errors import UsageError
 
-__all__ = ["FeedArgs", "add_feed_options", "add_runtime_options", "feed_args", "ms", "tolerance"]
+__all__ = [
+    "FeedArgs", "add_custom_op_options", "add_feed_options", "add_runtime_options", "custom_op_reads", "feed_args",
+    "ms", "provider_options", "python_ops", "runtime_kwargs", "tolerance",
+]
 
 
 def add_feed_options(parser: argparse.ArgumentParser) -> None:
@@ -33,14 +38,67 @@ def add_feed_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--seed", type=whole(), default=0, help="seed of generated inputs (default 0)")
 
 
-def add_runtime_options(parser: argparse.ArgumentParser) -> None:
-    """--provider, --opt-level, --threads."""
+def add_runtime_options(parser: argparse.ArgumentParser, *, opt_level: bool = True) -> None:
+    """--provider, --provider-option, --opt-level, --threads, --custom-ops, --python-ops."""
     group = parser.add_argument_group("ONNX Runtime")
-    group.add_argument("--provider", default="cpu", help="execution provider: cpu (default), cuda, or a full name")
-    group.add_argument("--opt-level", default="all", choices=["disable", "basic", "extended", "all"],
-                       help="graph optimization level (default all; disable for bit-exact comparisons)")
-    group.add_argument("--threads", type=whole(hi=max_threads), default=0,
-                       help=f"intra-op threads, at most {MAX_THREADS_PER_CORE} per core (default: ONNX Runtime's)")
+    group.add_argument("--provider", default="cpu",
+                       help="execution provider: cpu (default), cuda, tensorrt, openvino, directml, or a full name")
+    group.add_argument("--provider-option", dest="provider_options", action="append", default=[], metavar="K=V",
+                       help="an option of the provider, e.g. device_id=1 (repeatable)")
+    if opt_level:
+        group.add_argument("--opt-level", default="all", choices=["disable", "basic", "extended", "all"],
+                           help="graph optimization level (default all; disable for bit-exact comparisons)")
+        group.add_argument("--threads", type=whole(hi=max_threads), default=0,
+                           help=f"intra-op threads, at most {MAX_THREADS_PER_CORE} per core (default: ONNX Runtime's)")
+    add_custom_op_options(parser)
+
+
+def add_custom_op_options(parser: argparse.ArgumentParser) -> None:
+    """--custom-ops LIB.so and --python-ops FILE.py (both repeatable)."""
+    group = parser.add_argument_group("custom operators")
+    group.add_argument("--custom-ops", dest="custom_ops", action="append", default=[], metavar="LIB.so",
+                       help="register an ONNX Runtime custom-operator library (repeatable)")
+    group.add_argument("--python-ops", dest="python_ops", action="append", default=[], metavar="FILE.py",
+                       help="Python implementations of custom operators, declared with @graphkit.custom_op "
+                            "(repeatable; needs the custom-ops extra for ONNX Runtime)")
+
+
+def provider_options(items: Sequence[str], flag: str = "--provider-option") -> dict[str, str]:
+    """``K=V`` texts as a dict.
+
+    Raises:
+        UsageError: An item without ``=`` or with an empty key.
+    """
+    options: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{flag} {item!r}: expected KEY=VALUE", hint=f"e.g. {flag} device_id=0")
+        options[key] = value
+    return options
+
+
+def custom_op_reads(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The files --custom-ops and --python-ops read, for the write plan."""
+    return [*((p, "a custom-op library") for p in getattr(args, "custom_ops", [])),
+            *((p, "a Python operators file") for p in getattr(args, "python_ops", []))]
+
+
+def runtime_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords of run, run_chain and compare that the runtime flags give (providers aside)."""
+    return {"custom_ops": list(args.custom_ops), "python_ops": python_ops(args)}
+
+
+def python_ops(args: argparse.Namespace) -> tuple[CustomOp, ...]:
+    """The operators of every --python-ops file (loaded once, whatever verb needs them).
+
+    Raises:
+        UsageError: A file is missing, fails when run, or declares no operator.
+    """
+    found: dict[tuple[str, str], CustomOp] = {}
+    for path in args.python_ops:
+        found.update((op.key, op) for op in load_python_ops(path))
+    return tuple(found.values())
 
 
 @dataclass(frozen=True)

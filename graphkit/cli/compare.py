@@ -30,7 +30,14 @@ from graphkit._options import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance
 from graphkit._run import input_specs
 from graphkit.cli import _common, _render
 from graphkit.cli._args import number, whole
-from graphkit.cli._feeds import add_feed_options, feed_args
+from graphkit.cli._feeds import (
+    add_feed_options,
+    add_runtime_options,
+    custom_op_reads,
+    feed_args,
+    provider_options,
+    runtime_kwargs,
+)
 from graphkit.errors import UsageError
 
 #: Above this many tensors, the table shows failures, markers and outputs only (``--all`` shows all).
@@ -48,6 +55,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the candidate side's backend (default: ort, all optimizations)")
     p.add_argument("--reference", metavar="NPZ", help="reference values keyed by tensor or marker name")
     add_feed_options(p)
+    add_runtime_options(p, opt_level=False)
+    p.add_argument("--reference-provider", metavar="NAME",
+                   help="the reference side's execution provider (default: --provider)")
+    p.add_argument("--candidate-provider", metavar="NAME",
+                   help="the candidate side's execution provider (default: --provider)")
     p.add_argument("--atol", action="append", default=[], metavar="[NAME=]FLOAT",
                    help=f"absolute tolerance, globally or per tensor/marker/glob (default {DEFAULT_ATOL:g})")
     p.add_argument("--rtol", action="append", default=[], metavar="[NAME=]FLOAT",
@@ -104,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--map needs two models", hint="compare A.onnx B.onnx --map mapping.json")
     plan = _common.plan(args, model, other, reads=[
         (args.reference, "the reference values"), (args.mapping, "the --map file"),
-        *((path, "a feed file") for path in parsed.files)])
+        *((path, "a feed file") for path in parsed.files), *custom_op_reads(args)])
     if args.save_report:
         plan.write(args.save_report, "the report")
     plan.check()
@@ -115,7 +127,9 @@ def run(args: argparse.Namespace) -> int:
         mapping=load_mapping(args.mapping) if args.mapping else None, tensors=args.tensors,
         constants=args.constants, marker_spec=(args.marker_domain, args.marker_op, args.marker_attr),
         fragment_bytes=int(args.fragment_mb * 2**20), local_checks=args.local_checks,
-        progress=_render.progress if show_progress else None,
+        progress=_render.progress if show_progress else None, provider=args.provider,
+        reference_provider=args.reference_provider, candidate_provider=args.candidate_provider,
+        provider_options=provider_options(args.provider_options), **runtime_kwargs(args),
     )
     if show_progress:
         _render.progress_done()

@@ -9,7 +9,15 @@ import argparse
 from graphkit._feeds import npz_path, save_arrays
 from graphkit._run import FeedNote, TensorStats, input_specs, run_detailed
 from graphkit.cli import _common, _render
-from graphkit.cli._feeds import add_feed_options, add_runtime_options, feed_args, ms
+from graphkit.cli._feeds import (
+    add_feed_options,
+    add_runtime_options,
+    custom_op_reads,
+    feed_args,
+    ms,
+    provider_options,
+    runtime_kwargs,
+)
 from graphkit.cli._render import human_bytes
 
 
@@ -31,13 +39,14 @@ def run(args: argparse.Namespace) -> int:
     model = _common.load(args.model)
     names = [s.name for s in input_specs(model)]
     parsed = feed_args(args, names, model.name)
-    plan = _common.plan(args, model, reads=[(path, "a feed file") for path in parsed.files])
+    plan = _common.plan(args, model, reads=[*((path, "a feed file") for path in parsed.files), *custom_op_reads(args)])
     if args.save:
         plan.write(npz_path(args.save), "the saved values")
     plan.check()
     result = run_detailed(
         model, parsed.feeds, outputs=args.output, feed_options=parsed.options(), provider=args.provider,
-        opt_level=args.opt_level, threads=args.threads,
+        opt_level=args.opt_level, threads=args.threads, provider_options=provider_options(args.provider_options),
+        **runtime_kwargs(args),
     )
     if args.save:
         save_arrays(args.save, {**result.inputs, **result.outputs}, plan=plan)

@@ -12,7 +12,16 @@ from graphkit._run import tensor_stats
 from graphkit._split import MANIFEST, load_split
 from graphkit.cli import _common, _render
 from graphkit.cli._args import number
-from graphkit.cli._feeds import add_feed_options, add_runtime_options, feed_args, ms, tolerance
+from graphkit.cli._feeds import (
+    add_feed_options,
+    add_runtime_options,
+    custom_op_reads,
+    feed_args,
+    ms,
+    provider_options,
+    runtime_kwargs,
+    tolerance,
+)
 from graphkit.cli._render import human_bytes
 from graphkit.cli.run import render_feeds, render_stats
 
@@ -43,14 +52,14 @@ def run(args: argparse.Namespace) -> int:
     parsed = feed_args(args, [p.name for p in chain.inputs], "the chain's inputs")
     plan = _common.plan(args, reference, *(f.model for f in chain), reads=[
         (chain.folder / MANIFEST if chain.folder is not None else None, "the split manifest"),
-        *((path, "a feed file") for path in parsed.files)])
+        *((path, "a feed file") for path in parsed.files), *custom_op_reads(args)])
     if args.save:
         plan.write(npz_path(args.save), "the saved values")
     plan.check()
     result = run_chain(
         chain, parsed.feeds, reference=reference, feed_options=parsed.options(),
         tolerance=tolerance(args.atol, args.rtol), provider=args.provider, opt_level=args.opt_level,
-        threads=args.threads,
+        threads=args.threads, provider_options=provider_options(args.provider_options), **runtime_kwargs(args),
     )
     if args.save:
         save_arrays(args.save, result.outputs, plan=plan)
