@@ -1,0 +1,313 @@
+"""What every edit family shares: node and tensor lookup, schemas and opsets, argument keys,
+finishing an edit (no-op refusal, validation) and scope-aware renames."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ParamSpec
+
+import onnx
+from onnx import helper
+
+from graphkit import _check_args as argcheck
+from graphkit._graph import GraphIndex, graph_tensor_names, node_label, subgraphs
+from graphkit._model import Model, iter_graphs
+from graphkit._validate import check_or_raise
+from graphkit.errors import (
+    EditError,
+    NoChangeError,
+    NodeNotFoundError,
+    TensorNotFoundError,
+    not_found,
+)
+
+log = logging.getLogger(__name__)
+
+
+Dim = int | str | None
+STANDARD_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training"}
+
+
+@dataclass(frozen=True)
+class _Found:
+    """A node located in some graph of a model."""
+
+    graph: onnx.GraphProto
+    index: int
+    where: str
+
+    @property
+    def node(self) -> onnx.NodeProto:
+        return self.graph.node[self.index]
+
+
+def _all_node_names(proto: onnx.ModelProto) -> list[str]:
+    return [n.name for g, _ in iter_graphs(proto.graph) for n in g.node if n.name]
+
+
+def _find_node(model: Model, proto: onnx.ModelProto, name: str) -> _Found:
+    """Locate a node by name in any graph, or ``#<i>`` for the main graph's i-th node.
+
+    Raises:
+        NodeNotFoundError: No node has that name (with did-you-mean).
+        EditError: Several nodes share the name.
+    """
+    hits = [_Found(g, i, where) for g, where in iter_graphs(proto.graph) for i, n in enumerate(g.node)
+            if n.name == name]
+    if not hits and name.startswith("#") and name[1:].isdigit():
+        index = int(name[1:])
+        if index < len(proto.graph.node):
+            return _Found(proto.graph, index, "main graph")
+        raise EditError(f"{model.name} has {len(proto.graph.node)} nodes; there is no node #{index}",
+                        hint=f"use #0 to #{len(proto.graph.node) - 1}, or a node name")
+    if not hits:
+        raise not_found(NodeNotFoundError, "node", name, _all_node_names(proto), where=model.name)
+    if len(hits) > 1:
+        places = ", ".join(sorted({h.where for h in hits}))
+        raise EditError(f"{len(hits)} nodes are named {name!r} in {model.name} ({places})",
+                        hint="name a main-graph node by its position instead, e.g. '#3' (see 'graphkit inspect')")
+    return hits[0]
+
+
+def _find_scope(model: Model, proto: onnx.ModelProto, tensor: str) -> tuple[onnx.GraphProto, str]:
+    """The graph that defines ``tensor`` (the main graph first).
+
+    Raises:
+        TensorNotFoundError: No graph defines it (with did-you-mean).
+        EditError: Several subgraphs define it and the main graph does not.
+    """
+    if tensor in GraphIndex(proto.graph).defined:
+        return proto.graph, "main graph"
+    hits = [(g, where) for g, where in iter_graphs(proto.graph) if tensor in GraphIndex(g).defined]
+    if not hits:
+        raise not_found(TensorNotFoundError, "tensor", tensor, sorted(graph_tensor_names(proto.graph)), where=model.name)
+    if len(hits) > 1:
+        raise EditError(f"tensor {tensor!r} is defined in {len(hits)} subgraphs of {model.name}: "
+                        + "; ".join(w for _, w in hits), hint="these are different tensors; edit the model with "
+                        "to_graphsurgeon for a body-specific change")
+    return hits[0]
+
+
+def _main_input(model: Model, proto: onnx.ModelProto, name: str) -> onnx.ValueInfoProto:
+    inits = {t.name for t in proto.graph.initializer}
+    inputs = [i for i in proto.graph.input if i.name not in inits]
+    for value in inputs:
+        if value.name == name:
+            return value
+    raise not_found(TensorNotFoundError, "graph input", name, [i.name for i in inputs], where=model.name)
+
+
+def _initializer(model: Model, graph: onnx.GraphProto, name: str) -> onnx.TensorProto:
+    for tensor in graph.initializer:
+        if tensor.name == name:
+            return tensor
+    raise not_found(TensorNotFoundError, "initializer", name, [t.name for t in graph.initializer], where=model.name)
+
+
+def _split_op(op: str) -> tuple[str, str]:
+    """``'my::Debug'`` → ("my", "Debug"); ``'Relu'`` → ("", "Relu")."""
+    if "::" in op:
+        domain, _, name = op.rpartition("::")
+        return _norm_domain(domain), name
+    return "", op
+
+
+def _norm_domain(domain: str | None) -> str:
+    return "" if domain in (None, "ai.onnx") else str(domain)
+
+
+def _opset_version(proto: onnx.ModelProto, domain: str) -> int | None:
+    for entry in proto.opset_import:
+        if _norm_domain(entry.domain) == _norm_domain(domain):
+            return int(entry.version)
+    return None
+
+
+def _schema(proto: onnx.ModelProto, op_type: str, domain: str) -> onnx.defs.OpSchema | None:
+    """The op's schema at the model's opset, or None for custom domains and unknown ops."""
+    version = _opset_version(proto, domain)
+    if _norm_domain(domain) not in STANDARD_DOMAINS or version is None:
+        return None
+    try:
+        return onnx.defs.get_schema(op_type, version, _norm_domain(domain))
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _elem_type(graph: onnx.GraphProto, name: str) -> int:
+    """The element type of a tensor if the graph records it, else 0."""
+    for tensor in graph.initializer:
+        if tensor.name == name:
+            return int(tensor.data_type)
+    for value in [*graph.input, *graph.output, *graph.value_info]:
+        if value.name == name and value.type.HasField("tensor_type"):
+            return int(value.type.tensor_type.elem_type)
+    for node in graph.node:
+        if node.op_type == "Constant" and node.output and node.output[0] == name:
+            for attr in node.attribute:
+                if attr.name == "value":
+                    return int(attr.t.data_type)
+    return 0
+
+
+def _dtype_name(elem: int) -> str:
+    return onnx.helper.tensor_dtype_to_np_dtype(elem).name if elem else "unknown"
+
+
+_P = ParamSpec("_P")
+
+
+def _noop_returns_input(edit: Callable[_P, Model]) -> Callable[_P, Model]:
+    """The public edit: where ``edit`` raises NoChangeError, return the input model itself (and log why).
+
+    The raising function stays reachable as ``__wrapped__`` for callers that refuse no-ops (the CLI).
+    """
+
+    @functools.wraps(edit)
+    def public(*args: _P.args, **kwargs: _P.kwargs) -> Model:
+        try:
+            return edit(*args, **kwargs)
+        except NoChangeError as err:
+            log.info("%s: returning the model unchanged (%s)", err.message, err.hint)
+            model = args[0] if args else kwargs.get("model", kwargs.get("a"))
+            assert isinstance(model, Model)  # every edit takes the model first
+            return model
+
+    return public
+
+
+def _tensor_key(value: Any, keyword: str) -> str:
+    return argcheck.name(value, keyword, what="tensor name")
+
+
+def _attribute_key(value: Any, keyword: str) -> str:
+    return argcheck.name(value, keyword, what="attribute name")
+
+
+def _finish(before: Model, proto: onnx.ModelProto, *, check: bool, what: str, base_dir: Path | None = None) -> Model:
+    """Wrap the edited proto; refuse a no-op; validate.
+
+    Raises:
+        NoChangeError: The edit changed nothing.
+        InvalidModelError: The result fails validation.
+    """
+    if proto.SerializeToString(deterministic=True) == before.lazy_proto.SerializeToString(deterministic=True):
+        raise NoChangeError(f"{what} changes nothing in {before.name}",
+                            hint="drop this edit, or pass --allow-noop to accept edits that change nothing")
+    result = Model(proto, base_dir if base_dir is not None else before.base_dir, None)
+    if check:
+        check_or_raise(result, what=f"the model after {what}")
+    return result
+
+
+def _rename_scope(graph: onnx.GraphProto, mapping: Mapping[str, str], *, defs: bool = True,
+                  outputs: bool = True, skip: onnx.NodeProto | None = None) -> None:
+    """Rename tensors in ``graph`` and, unless shadowed, in its nested subgraphs.
+
+    Args:
+        graph: The scope whose names change.
+        mapping: Old name → new name.
+        defs: Also rename definitions (inputs, initializers, node outputs, value_info); False rewires reads only.
+        outputs: Also rename the graph's outputs (reads of this scope).
+        skip: A node whose inputs stay as they are (a node just inserted to read the old name).
+    """
+    if not mapping:
+        return
+    for node in graph.node:
+        if node is not skip:
+            _rename_list(node.input, mapping)
+        if defs:
+            _rename_list(node.output, mapping)
+        if node is skip:
+            continue
+        for sub in subgraphs(node):
+            shadowed = GraphIndex(sub).defined
+            inner = {k: v for k, v in mapping.items() if k not in shadowed}
+            _rename_scope(sub, inner, defs=False, outputs=True)
+            for value in sub.value_info:  # types recorded for outer tensors
+                if value.name in inner:
+                    value.name = inner[value.name]
+    if outputs:
+        for value in graph.output:
+            if value.name in mapping:
+                value.name = mapping[value.name]
+    if defs:
+        for value in [*graph.input, *graph.value_info]:
+            if value.name in mapping:
+                value.name = mapping[value.name]
+        for tensor in graph.initializer:
+            if tensor.name in mapping:
+                tensor.name = mapping[tensor.name]
+        for sparse in graph.sparse_initializer:
+            if sparse.values.name in mapping:
+                sparse.values.name = mapping[sparse.values.name]
+
+
+def _rename_list(names: Any, mapping: Mapping[str, str]) -> None:
+    for i, name in enumerate(names):
+        if name in mapping:
+            names[i] = mapping[name]
+
+
+def _readers(graph: onnx.GraphProto, name: str) -> list[str]:
+    """Labels of the nodes (and graph outputs) of ``graph`` that read ``name``."""
+    index = GraphIndex(graph)
+    found = [node_label(graph.node[i], i) for i in index.consumers.get(name, [])]
+    if name in index.outputs:
+        found.append("a graph output")
+    return found
+
+
+_A = onnx.AttributeProto
+
+
+def _ensure_opset(proto: onnx.ModelProto, domain: str) -> None:
+    if _opset_version(proto, domain) is None:
+        proto.opset_import.append(helper.make_opsetid(domain, 1))
+
+
+def _check_new_tensor_name(proto: onnx.ModelProto, new: str) -> None:
+    if not new:
+        raise EditError("a tensor name cannot be empty", hint="give a non-empty name")
+    if new in graph_tensor_names(proto.graph):
+        raise EditError(f"tensor name {new!r} is already used in the model",
+                        hint="choose a name no tensor has (names must stay unique, subgraphs included)")
+
+
+def _drop_value_info(graph: onnx.GraphProto, names: set[str]) -> None:
+    kept = [v for v in graph.value_info if v.name not in names]
+    del graph.value_info[:]
+    graph.value_info.extend(kept)
+
+
+def _fresh(stem: str, taken: set[str]) -> str:
+    if stem not in taken:
+        return stem
+    n = 1
+    while f"{stem}_{n}" in taken:
+        n += 1
+    return f"{stem}_{n}"
+
+
+def _declared_shape(info: onnx.ValueInfoProto) -> list[Dim] | None:
+    tensor_type = info.type.tensor_type
+    if not tensor_type.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim]
+
+
+def _every_node(proto: onnx.ModelProto) -> Iterable[onnx.NodeProto]:
+    for graph, _ in iter_graphs(proto.graph):
+        yield from graph.node
+    for func in proto.functions:
+        yield from func.node
+
+
+def _drop_opsets(proto: onnx.ModelProto, domains: set[str]) -> None:
+    kept = [o for o in proto.opset_import if _norm_domain(o.domain) not in domains]
+    del proto.opset_import[:]
+    proto.opset_import.extend(kept)

@@ -1,0 +1,179 @@
+"""Edits of operators and opset imports: a node's operator (set_op_type), every node of one
+operator (replace_op), the model's opset imports (set_opset)."""
+
+from __future__ import annotations
+
+import onnx
+from onnx import helper
+
+from graphkit import _check_args as argcheck
+from graphkit._edit._common import (
+    STANDARD_DOMAINS,
+    _drop_opsets,
+    _ensure_opset,
+    _every_node,
+    _find_node,
+    _finish,
+    _noop_returns_input,
+    _norm_domain,
+    _opset_version,
+    _split_op,
+)
+from graphkit._graph import node_label
+from graphkit._model import Model
+from graphkit.errors import (
+    EditError,
+    NameNotFoundError,
+    NodeNotFoundError,
+    not_found,
+)
+
+
+@_noop_returns_input
+def set_op_type(model: Model, /, node: str, op_type: str, domain: str | None = None, *,
+                check: bool = True) -> Model:
+    """Change a node's operator (and, optionally, its domain), keeping its inputs, outputs and attributes.
+
+    Args:
+        model: The model to edit (not modified).
+        node: The node's name.
+        op_type: The new operator, e.g. "Sub".
+        domain: The new domain (None keeps the node's; "" is ai.onnx). A new custom domain gets an
+            opset import of version 1.
+        check: Validate the result.
+
+    Raises:
+        NodeNotFoundError: No such node.
+        NameNotFoundError: The standard domain has no such operator (with did-you-mean).
+        EditError: The node's attributes or input count do not fit the new operator.
+    """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.name(node, "node", what="node name")
+    argcheck.name(op_type, "op_type", what="operator")
+    argcheck.optional(argcheck.name, domain, "domain", what="domain", empty=True)
+    argcheck.boolean(check, "check")
+    proto = model.copy().lazy_proto
+    target = _find_node(model, proto, node).node
+    new_domain = _norm_domain(target.domain if domain is None else domain)
+    _check_op_fits(proto, target, op_type, new_domain, keep_attributes=True)
+    target.op_type = op_type
+    target.domain = new_domain
+    _ensure_opset(proto, new_domain)
+    return _finish(model, proto, check=check, what=f"set_op_type {node}")
+
+
+def _check_op_fits(proto: onnx.ModelProto, node: onnx.NodeProto, op_type: str, domain: str, *,
+                   keep_attributes: bool) -> None:
+    """Refuse an operator the domain does not have, or that the node's inputs/attributes do not fit."""
+    if domain not in STANDARD_DOMAINS:
+        return
+    version = _opset_version(proto, domain) or onnx.defs.onnx_opset_version()
+    try:
+        schema = onnx.defs.get_schema(op_type, version, domain)
+    except onnx.defs.SchemaError as err:
+        known = sorted({s.name for s in onnx.defs.get_all_schemas() if s.domain == domain})
+        error = not_found(NameNotFoundError, f"operator in domain {domain or 'ai.onnx'!r} (opset {version})",
+                          op_type, known)
+        raise error from err
+    label = node_label(node)
+    inputs = len(node.input)
+    if not schema.min_input <= inputs <= schema.max_input:
+        raise EditError(f"{label} has {inputs} inputs; {op_type} takes {schema.min_input} to {schema.max_input}",
+                        hint="pick an operator with the same inputs, or rewire the node first")
+    outputs = len(node.output)
+    if not schema.min_output <= outputs <= schema.max_output:
+        raise EditError(f"{label} has {outputs} outputs; {op_type} gives {schema.min_output} to {schema.max_output}",
+                        hint="pick an operator with the same outputs")
+    if keep_attributes:
+        extra = [a.name for a in node.attribute if a.name not in schema.attributes]
+        if extra:
+            raise EditError(f"{label} has attributes {extra} that {op_type} does not take",
+                            hint="remove them first (remove_attribute / --remove-attr)")
+
+
+@_noop_returns_input
+def replace_op(model: Model, /, old_op: str, new_op_type: str = "Identity", *, new_domain: str = "",
+               keep_attributes: bool = False, check: bool = True) -> Model:
+    """Replace every node of one operator (in every graph and local function) by another operator.
+
+    The replaced nodes lose their attributes (unless ``keep_attributes``); a domain no node uses any
+    more loses its opset import.
+
+    Args:
+        model: The model to edit (not modified).
+        old_op: The operator to replace, ``domain::OpType`` (e.g. ``my::Debug``) or ``OpType`` for ai.onnx.
+        new_op_type: The operator to use instead.
+        new_domain: Its domain ("" is ai.onnx).
+        keep_attributes: Keep the nodes' attributes.
+        check: Validate the result.
+
+    Raises:
+        NodeNotFoundError: No node has that operator (with did-you-mean over the model's operators).
+        EditError: A node's inputs, outputs or attributes do not fit the new operator.
+    """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.name(old_op, "old_op", what="operator")
+    argcheck.name(new_op_type, "new_op_type", what="operator")
+    argcheck.name(new_domain, "new_domain", what="domain", empty=True)
+    argcheck.boolean(keep_attributes, "keep_attributes")
+    argcheck.boolean(check, "check")
+    proto = model.copy().lazy_proto
+    domain, op_type = _split_op(old_op)
+    new_dom = _norm_domain(new_domain)
+    targets = [n for n in _every_node(proto) if n.op_type == op_type and _norm_domain(n.domain) == domain]
+    if not targets:
+        present = sorted({(f"{n.domain}::" if _norm_domain(n.domain) else "") + n.op_type for n in _every_node(proto)})
+        raise not_found(NodeNotFoundError, "operator", old_op, present, where=model.name)
+    for node in targets:
+        probe = onnx.NodeProto()
+        probe.CopyFrom(node)
+        if not keep_attributes:
+            del probe.attribute[:]
+        _check_op_fits(proto, probe, new_op_type, new_dom, keep_attributes=True)
+    for node in targets:
+        node.op_type = new_op_type
+        node.domain = new_dom
+        if not keep_attributes:
+            del node.attribute[:]
+    _ensure_opset(proto, new_dom)
+    if domain and domain not in {_norm_domain(n.domain) for n in _every_node(proto)}:
+        _drop_opsets(proto, {domain})
+    return _finish(model, proto, check=check, what=f"replace_op {old_op} -> {new_op_type}")
+
+
+@_noop_returns_input
+def set_opset(model: Model, /, domain: str, version: int | None, *, check: bool = True) -> Model:
+    """Set, add or (with ``version=None``) remove the model's opset import for a domain.
+
+    This changes the import only; it does not convert operators between versions (the result is
+    validated, so an operator that does not exist at the new version is refused).
+
+    Raises:
+        EditError: Removing a domain some node still uses; a version below 1.
+    """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.name(domain, "domain", what="domain", empty=True)
+    argcheck.optional(argcheck.integer, version, "version", minimum=1, maximum=argcheck.INT64_MAX)
+    argcheck.boolean(check, "check")
+    proto = model.copy().lazy_proto
+    dom = _norm_domain(domain)
+    if version is None:
+        users = [n for n in _every_node(proto) if _norm_domain(n.domain) == dom]
+        if _opset_version(proto, dom) is None:
+            raise not_found(NameNotFoundError, "opset import", domain,
+                            [o.domain or "ai.onnx" for o in proto.opset_import], where=model.name)
+        if users:
+            raise EditError(f"cannot remove the opset import of {domain or 'ai.onnx'!r}: "
+                            f"{len(users)} nodes use it, e.g. {node_label(users[0])}",
+                            hint="replace those nodes first (replace_op / --replace-op)")
+        _drop_opsets(proto, {dom})
+    else:
+        if isinstance(version, bool) or int(version) < 1:
+            raise EditError(f"opset version {version!r} for {domain or 'ai.onnx'!r} is not valid",
+                            hint="give a version >= 1")
+        entry = next((o for o in proto.opset_import if _norm_domain(o.domain) == dom), None)
+        if entry is None:
+            proto.opset_import.append(helper.make_opsetid(dom, int(version)))
+        else:
+            entry.version = int(version)
+    return _finish(model, proto, check=check, what=f"set_opset {domain or 'ai.onnx'}={version}")
