@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from graphkit._build import GraphBuilder, parse_model
     from graphkit._chain import ChainResult, FragmentRun, OutputDiff, run_chain
     from graphkit._compare import Comparison, Divergence, MarkerResult, TensorDiff, compare, markers
+    from graphkit._convert import Clamped, Float16Conversion, KeptNode, to_float16, to_float16_with_report
     from graphkit._custom_ops import CustomOp, custom_op, load_python_ops
     from graphkit._diff import Change, ModelDiff, diff
     from graphkit._edit import (
@@ -91,6 +92,7 @@ __all__ = [
     "Balance",
     "ChainResult",
     "Change",
+    "Clamped",
     "Comparison",
     "CorruptModelError",
     "CustomOp",
@@ -103,12 +105,14 @@ __all__ = [
     "FeedError",
     "FeedNote",
     "FeedOptions",
+    "Float16Conversion",
     "Fragment",
     "FragmentRun",
     "GraphBuilder",
     "GraphkitError",
     "InvalidModelError",
     "Issue",
+    "KeptNode",
     "MarkerResult",
     "Model",
     "ModelDiff",
@@ -179,6 +183,8 @@ __all__ = [
     "split",
     "summarize",
     "tensor_value",
+    "to_float16",
+    "to_float16_with_report",
     "to_graphsurgeon",
     "toposort",
     "validate",
@@ -188,6 +194,7 @@ __all__ = [
 #: Public names by the submodule that defines them; each is imported on first access.
 _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "_chain": ("ChainResult", "FragmentRun", "OutputDiff", "run_chain"),
+    "_convert": ("Clamped", "Float16Conversion", "KeptNode", "to_float16", "to_float16_with_report"),
     "_custom_ops": ("CustomOp", "custom_op", "load_python_ops"),
     "_options": ("Backend", "Balance", "FeedOptions", "OptLevel", "Provider", "Tolerance"),
     "_build": ("GraphBuilder", "parse_model"),

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import onnxruntime as ort
 
 __all__ = [
-    "OPT_LEVELS", "PROVIDERS", "Settings", "available_providers", "onnxruntime", "provider_name", "run_session", "session",
+    "OPT_LEVELS", "PROVIDERS", "Settings", "available_providers", "onnxruntime", "provider_name", "refusal", "run_session", "session",
     "symbolic_shapes",
 ]
 
@@ -385,3 +385,21 @@ def symbolic_shapes(proto: onnx.ModelProto) -> onnx.ModelProto | None:
     except Exception as err:  # it raises whatever its handlers raise
         log.info("ONNX Runtime's symbolic shape inference failed: %s", first_line(err))
         return None
+
+
+def refusal(data: bytes) -> str:
+    """Why ONNX Runtime's CPU provider refuses the serialized model ``data`` ("" when it loads it).
+
+    Asks whether ONNX Runtime can run an operator with a type signature (a one-node model): kernels
+    are resolved when the session is built. (Where the CPU provider lacks a float16 kernel but has a
+    float32 one, it runs the node in float32 between Casts it inserts itself, and loads the model.)
+    """
+    ort = onnxruntime()
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    except Exception as err:  # onnxruntime raises its own exception types
+        return first_line(err)
+    return ""

@@ -1,0 +1,800 @@
+"""Precision conversion: float32 weights and computation to float16, with float32 kept where it must be.
+
+Which inputs of a node may become float16 is read from the operator's schema: the type variables
+(``T``, ``T1``…) that admit ``tensor(float16)`` and are bound to float32 in the model. Positions whose
+type is fixed (Resize's ``scales``, shape and index inputs) stay as they are, and so do the float32
+nodes that compute them (a shape computed in float16 is wrong above 2048). A node whose operator has
+no float16 kernel in ONNX Runtime's CPU provider (asked of ONNX Runtime itself, once per signature)
+stays float32, as do custom-domain nodes and those the caller names. Casts are inserted only where a
+tensor crosses between the two precisions, one per tensor and direction; Cast nodes of the model
+take either precision as they are, so no Cast is put in front of a Cast. If/Loop/Scan bodies are
+converted with their nodes, consistently with the types their node passes in and out.
+
+Weights are converted one at a time; weights that lie outside the model (external data, or left in a
+large model file by a lazy load) are written converted into a scratch data file, so converting a
+large model holds about one weight in memory, not all of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import shutil
+import tempfile
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from graphkit import _check_args as argcheck
+from graphkit import _ort
+from graphkit._graph import subgraphs, toposort_proto
+from graphkit._io import read_external_bytes, tensor_value
+from graphkit._model import Model, is_borrowed, is_external, iter_tensors, unborrow
+from graphkit._typing import Source, weightless
+from graphkit.errors import NodeNotFoundError, UsageError, not_found
+
+__all__ = ["Clamped", "Float16Conversion", "KeptNode", "to_float16", "to_float16_with_report"]
+
+log = logging.getLogger(__name__)
+
+FLOAT = onnx.TensorProto.FLOAT
+FLOAT16 = onnx.TensorProto.FLOAT16
+#: The largest finite float16.
+FP16_MAX = 65504.0
+#: The smallest positive float16 (a subnormal); smaller non-zero magnitudes would become 0.
+FP16_TINY = 2.0**-24
+
+#: Operators computing shapes, sizes and indices from float values: when their result feeds an input
+#: that must be exact (a shape, an index, Resize's scales), they stay float32 (float16 holds integers
+#: exactly only up to 2048).
+_SHAPE_ARITHMETIC = frozenset({
+    "Abs", "Add", "Cast", "Ceil", "Clip", "Concat", "Div", "Expand", "Floor", "Gather", "Identity", "Max",
+    "Min", "Mul", "Neg", "Pow", "Range", "ReduceMax", "ReduceMin", "ReduceProd", "Reshape", "Round", "Sign",
+    "Slice", "Sqrt", "Squeeze", "Sub", "Unsqueeze", "Where",
+})
+#: Operators that stay float32 whatever the kernels: their float inputs are positions or counts.
+_EXACT_OPS = {"Range": "Range computes positions (float16 is exact only up to 2048)"}
+#: Operators whose output dtype comes from an attribute: converted only as below, else kept.
+_DTYPE_ATTR_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                             "Multinomial", "EyeLike", "Bernoulli"})
+_CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+
+
+# ------------------------------------------------------------------------------------------ results
+
+
+@dataclass(frozen=True)
+class KeptNode:
+    """A node that stays float32, and why.
+
+    Attributes:
+        node: The node's name (its op type and position when unnamed).
+        op_type: Its operator.
+        graph: Where it is ("main graph", or the body it is in).
+        reason: Why it stays float32.
+    """
+
+    node: str
+    op_type: str
+    graph: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"node": self.node, "op_type": self.op_type, "graph": self.graph, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Clamped:
+    """A weight with values float16 cannot hold, clamped into its range.
+
+    Attributes:
+        tensor: The weight's name (an initializer, or the node whose value attribute it is).
+        graph: Where it is.
+        over: How many values exceeded ±65504 (set to ±65504).
+        under: How many non-zero values were smaller than 2**-24 in magnitude (set to ±2**-24).
+        max_abs: The largest magnitude in the weight before clamping.
+    """
+
+    tensor: str
+    graph: str
+    over: int
+    under: int
+    max_abs: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"tensor": self.tensor, "graph": self.graph, "over": self.over, "under": self.under,
+                "max_abs": self.max_abs}
+
+
+@dataclass(frozen=True)
+class Float16Conversion:
+    """The result of ``to_float16_with_report``.
+
+    Attributes:
+        model: The converted model.
+        converted: How many nodes compute in float16.
+        kept: The nodes with float32 data that stay float32, and why.
+        casts: How many Cast nodes were inserted at the boundaries.
+        weights: How many float32 weights became float16.
+        clamped: The weights with values outside float16's range.
+    """
+
+    model: Model = field(repr=False)
+    converted: int
+    kept: tuple[KeptNode, ...]
+    casts: int
+    weights: int
+    clamped: tuple[Clamped, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (without the model)."""
+        return {"converted": self.converted, "kept": [k.to_dict() for k in self.kept], "casts": self.casts,
+                "weights": self.weights, "clamped": [c.to_dict() for c in self.clamped]}
+
+
+# ---------------------------------------------------------------------------------------- public API
+
+
+def to_float16(
+    model: Model,
+    /,
+    *,
+    keep_io_types: bool = False,
+    keep_op: Sequence[str] = (),
+    keep_node: Sequence[str] = (),
+) -> Model:
+    """Return the model with float32 weights and computation in float16.
+
+    Args:
+        model: The model to convert (not changed).
+        keep_io_types: Keep float32 graph inputs and outputs float32 (Casts inside); otherwise they
+            become float16.
+        keep_op: Operators that stay float32.
+        keep_node: Nodes (by name, in the main graph or a body) that stay float32.
+
+    Returns:
+        The converted model. Weights that lie outside the model are written converted into a
+        scratch folder that lives as long as the returned model (save it to keep it).
+
+    Raises:
+        NodeNotFoundError: A ``keep_node`` name is no node of the model.
+        UsageError: The model has no float32 data to convert.
+        ExternalDataError: An external weight is missing or truncated.
+    """
+    return to_float16_with_report(model, keep_io_types=keep_io_types, keep_op=keep_op, keep_node=keep_node).model
+
+
+def to_float16_with_report(
+    model: Model,
+    /,
+    *,
+    keep_io_types: bool = False,
+    keep_op: Sequence[str] = (),
+    keep_node: Sequence[str] = (),
+) -> Float16Conversion:
+    """``to_float16``, also saying which nodes stayed float32 and why, and which weights were clamped.
+
+    Raises:
+        NodeNotFoundError: A ``keep_node`` name is no node of the model.
+        UsageError: The model has no float32 data to convert.
+        ExternalDataError: An external weight is missing or truncated.
+    """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.boolean(keep_io_types, "keep_io_types")
+    ops = argcheck.names(keep_op, "keep_op", what="operator")
+    nodes = argcheck.names(keep_node, "keep_node", what="node name")
+    return _Converter(model, keep_io_types=keep_io_types, keep_op=set(ops), keep_node=nodes).convert()
+
+
+# ------------------------------------------------------------------------------------------- typing
+
+
+def element_types(model: Model) -> dict[str, int]:
+    """The element type of every tensor whose type is known (main graph and bodies), by name.
+
+    From declared types, initializers and ONNX shape inference on a weightless copy; the main
+    graph's names inference leaves untyped are observed in one ONNX Runtime run.
+    """
+    proto = weightless(Source(model))
+    with contextlib.suppress(Exception):  # (inference fails on some valid models: keep what is declared)
+        proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False)
+    types: dict[str, int] = {}
+    for graph in _graphs(proto.graph):
+        for info in (*graph.input, *graph.output, *graph.value_info):
+            elem = info.type.tensor_type.elem_type if info.type.HasField("tensor_type") else 0
+            if elem:
+                types[info.name] = elem
+        for tensor in graph.initializer:
+            types[tensor.name] = tensor.data_type
+        for node in graph.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                for attr in node.attribute:
+                    if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
+                        types[node.output[0]] = attr.t.data_type
+    for tensor in model.lazy_proto.graph.initializer:
+        types[tensor.name] = tensor.data_type
+    missing = [o for n in model.lazy_proto.graph.node for o in n.output if o and o not in types]
+    if missing:
+        from graphkit._typing import tensor_types
+
+        found = tensor_types(model, missing, observe=True).types
+        for name, tp in found.items():
+            if tp.HasField("tensor_type") and tp.tensor_type.elem_type:
+                types[name] = tp.tensor_type.elem_type
+    return types
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    yield graph
+    for node in graph.node:
+        for sub in subgraphs(node):
+            yield from _graphs(sub)
+
+
+# ------------------------------------------------------------------------------------- node schemas
+
+
+@dataclass(frozen=True)
+class _Ports:
+    """How a node's data crosses into float16: per input and output, whether it becomes float16."""
+
+    inputs: tuple[bool, ...]
+    outputs: tuple[bool, ...]
+    any_input: tuple[bool, ...] = ()  # inputs that take either precision as they come (Cast's)
+
+
+def _schema(op: str, domain: str, version: int) -> Any:
+    try:
+        return onnx.defs.get_schema(op, version, domain)
+    except Exception:  # onnx raises SchemaError for unknown ops
+        return None
+
+
+def _formal_types(schema: Any, count: int, outputs: bool) -> list[str]:
+    """The type string (a variable like 'T' or a fixed 'tensor(float)') of each of ``count`` positions."""
+    formal = schema.outputs if outputs else schema.inputs
+    result = []
+    for k in range(count):
+        if k < len(formal):
+            result.append(formal[k].type_str)
+        elif formal and formal[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic:
+            result.append(formal[-1].type_str)
+        else:
+            result.append("")
+    return result
+
+
+def _float16_ports(node: onnx.NodeProto, version: int, types: Mapping[str, int]) -> _Ports | str:
+    """Which of ``node``'s float32 inputs and outputs become float16 when it is converted, or why it cannot be."""
+    schema = _schema(node.op_type, node.domain, version)
+    if schema is None:
+        return f"no schema for {node.op_type} in opset {version}"
+    ins = _formal_types(schema, len(node.input), False)
+    outs = _formal_types(schema, len(node.output), True)
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    flip: set[str] = set()
+    for name, var in [*zip(node.input, ins), *zip(node.output, outs)]:
+        if name and types.get(name) == FLOAT and var in allowed and "tensor(float16)" in allowed[var]:
+            flip.add(var)
+    return _Ports(tuple(bool(n) and v in flip and types.get(n) == FLOAT for n, v in zip(node.input, ins)),
+                  tuple(bool(n) and v in flip for n, v in zip(node.output, outs)))
+
+
+# ------------------------------------------------------------------------------ ONNX Runtime kernels
+
+
+@functools.lru_cache(maxsize=4096)
+def _runtime_refuses(op: str, domain: str, version: int, ir_version: int, attributes: bytes,
+                     inputs: tuple[int, ...], outputs: tuple[int, ...]) -> str:
+    """Why ONNX Runtime's CPU provider cannot run this signature ("" when it can): a one-node session."""
+    node = onnx.NodeProto()
+    node.ParseFromString(attributes)
+    node.input[:] = [f"i{k}" if t else "" for k, t in enumerate(inputs)]
+    node.output[:] = [f"o{k}" for k in range(len(outputs))]
+    graph = onnx.helper.make_graph(
+        [node], "probe",
+        [onnx.helper.make_tensor_value_info(f"i{k}", t, None) for k, t in enumerate(inputs) if t],
+        [onnx.helper.make_tensor_value_info(f"o{k}", t, None) for k, t in enumerate(outputs)])
+    proto = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid(domain, version)])
+    proto.ir_version = ir_version
+    return _ort.refusal(proto.SerializeToString())
+
+
+# ------------------------------------------------------------------------------------ the converter
+
+
+class _Converter:
+    def __init__(self, model: Model, *, keep_io_types: bool, keep_op: set[str], keep_node: list[str]) -> None:
+        self.source = model
+        self.keep_io_types = keep_io_types
+        self.keep_op = keep_op
+        self.keep_node = set(keep_node)
+        self.proto = onnx.ModelProto()
+        self.proto.CopyFrom(model.lazy_proto)
+        self.opsets = {o.domain or "": o.version for o in self.proto.opset_import}
+        if "ai.onnx" in self.opsets and "" not in self.opsets:
+            self.opsets[""] = self.opsets["ai.onnx"]
+        self.functions = {(f.domain, f.name) for f in self.proto.functions}
+        self.kept: list[KeptNode] = []
+        self.clamped: list[Clamped] = []
+        self.converted = 0
+        self.casts = 0
+        self.weights = 0
+        self.names: set[str] = set()
+        self.spill: _Spill | None = None
+
+    # ------------------------------------------------------------------ entry
+
+    def convert(self) -> Float16Conversion:
+        self._check_keep_nodes()
+        self.types = element_types(self.source)
+        if FLOAT not in self.types.values():
+            raise UsageError(f"{self.source.name} has no float32 tensor to convert",
+                             hint="to_float16 converts float32 weights and computation; this model has none")
+        for graph in _graphs(self.proto.graph):
+            for node in graph.node:
+                self.names.update(n for n in (*node.input, *node.output) if n)
+            self.names.update(t.name for t in graph.initializer)
+            self.names.update(v.name for v in (*graph.input, *graph.output))
+        try:
+            fp16_io = not self.keep_io_types
+            self._graph(self.proto.graph, "main graph", {}, inputs_fp16=fp16_io, outputs_fp16=fp16_io, main=True)
+            toposort_proto(self.proto)
+        except BaseException:
+            if self.spill is not None:
+                self.spill.discard()
+            raise
+        base_dir = self.source.base_dir
+        if self.spill is not None:
+            self.spill.adopt_rest(self.source, self.proto)
+            self.spill.close()
+            base_dir = self.spill.folder
+        result = Model(self.proto, base_dir, None)
+        if self.spill is not None:
+            weakref.finalize(result, shutil.rmtree, str(self.spill.folder), True)
+        return Float16Conversion(result, self.converted, tuple(self.kept), self.casts, self.weights,
+                                 tuple(self.clamped))
+
+    def _check_keep_nodes(self) -> None:
+        known = [n.name for g in _graphs(self.source.lazy_proto.graph) for n in g.node if n.name]
+        have = set(known)
+        for name in self.keep_node:
+            if name not in have:
+                err = not_found(NodeNotFoundError, "node", name, known, where=self.source.name)
+                raise NodeNotFoundError(f"keep_node: {err.message}", hint=err.hint)
+
+    # ------------------------------------------------------------------ one graph
+
+    def _graph(self, graph: onnx.GraphProto, where: str, outer: dict[str, int], *, inputs_fp16: bool,
+               outputs_fp16: bool, main: bool) -> None:
+        """Convert ``graph`` in place. ``outer``: the final element type of the names it may read from
+        enclosing graphs."""
+        types = self.types
+        nodes = list(graph.node)
+        modes: list[_Ports | None] = []
+        for k, node in enumerate(nodes):
+            ports, reason = self._decide(node)
+            modes.append(ports)
+            if reason:
+                self._keep(node, k, where, reason)
+        self._keep_exact_sources(nodes, modes, where, {t.name for t in graph.initializer})
+        self.converted += sum(1 for p in modes if p is not None and (any(p.inputs) or any(p.outputs)))
+
+        initializers = {t.name: t for t in graph.initializer}
+        graph_inputs = {v.name for v in graph.input}
+        # natural[x]: the element type tensor x has where it is made, after conversion
+        natural: dict[str, int] = {}
+        for name in graph_inputs:
+            if types.get(name) == FLOAT and name not in initializers:
+                natural[name] = FLOAT16 if inputs_fp16 else FLOAT
+        for k, node in enumerate(nodes):
+            ports = modes[k]
+            for j, out in enumerate(node.output):
+                if out and types.get(out) == FLOAT:
+                    natural[out] = FLOAT16 if ports is not None and j < len(ports.outputs) and ports.outputs[j] else FLOAT
+        # what each consumer wants of each float32 tensor
+        wants: dict[str, set[int]] = {}
+        for k, node in enumerate(nodes):
+            ports = modes[k]
+            for j, name in enumerate(node.input):
+                if not name or types.get(name) != FLOAT:
+                    continue
+                if ports is not None and ports.any_input and ports.any_input[j]:
+                    continue
+                wants.setdefault(name, set()).add(FLOAT16 if ports is not None and ports.inputs[j] else FLOAT)
+        required_out: dict[str, int] = {}
+        for out in graph.output:
+            if types.get(out.name) == FLOAT:
+                required_out[out.name] = FLOAT16 if outputs_fp16 else FLOAT
+        # weights: converted in place when every reader wants float16, else copied for the float16 readers
+        for name, tensor in initializers.items():
+            if tensor.data_type != FLOAT:
+                continue
+            want = wants.get(name, set())
+            if want == {FLOAT16} and required_out.get(name, FLOAT16) == FLOAT16:
+                self._convert_tensor(tensor, name, where)
+                natural[name] = FLOAT16
+            else:
+                natural[name] = FLOAT
+        for k, node in enumerate(nodes):
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and types.get(node.output[0]) == FLOAT:
+                name = node.output[0]
+                value = next((a.t for a in node.attribute if a.name == "value"), None)
+                if value is not None and wants.get(name, set()) == {FLOAT16} and required_out.get(name, FLOAT16) == FLOAT16:
+                    self._convert_tensor(value, node.name or name, where)
+                    natural[name] = FLOAT16
+                    modes[k] = _Ports((), (True,))
+                else:
+                    natural[name] = FLOAT
+        for name, final in outer.items():
+            natural.setdefault(name, final)
+
+        # variants: (tensor, element type) -> the name that holds it
+        variant: dict[tuple[str, int], str] = {}
+        new_nodes: list[onnx.NodeProto] = []
+        new_inits: list[onnx.TensorProto] = []
+        for name, have in natural.items():
+            variant[(name, have)] = name
+        out_types = [required_out.get(out.name, 0) for out in graph.output]
+        for out in graph.output:
+            need = required_out.get(out.name)
+            held = natural.get(out.name)
+            if need is None or held is None or need == held:
+                continue
+            have = held
+            if main:  # (the output keeps its name: the tensor made inside is renamed)
+                inner = self._fresh(f"{out.name}_{_short(have)}")
+                self._rename_production(nodes, graph, out.name, inner, initializers)
+                variant[(out.name, have)] = inner
+                variant[(out.name, need)] = out.name
+                new_nodes.append(self._cast(inner, out.name, need))
+            else:
+                cast = self._fresh(f"{out.name}_{_short(need)}")
+                new_nodes.append(self._cast(variant[(out.name, have)], cast, need))
+                variant[(out.name, need)] = cast
+                out.name = cast
+
+        def get(name: str, need: int) -> str:
+            key = (name, need)
+            if key in variant:
+                return variant[key]
+            have = natural.get(name)
+            source = variant[(name, have)] if have is not None else name
+            made = self._fresh(f"{name}_{_short(need)}")
+            tensor = initializers.get(name)
+            if tensor is not None and have == FLOAT and need == FLOAT16:
+                copy = onnx.TensorProto()
+                copy.CopyFrom(tensor)
+                copy.name = made
+                self._convert_tensor(copy, name, where)
+                new_inits.append(copy)
+            else:
+                new_nodes.append(self._cast(source, made, need))
+            variant[key] = made
+            return made
+
+        for k, node in enumerate(nodes):
+            ports = modes[k]
+            original_inputs = list(node.input)
+            for j, name in enumerate(node.input):
+                if not name or types.get(name) != FLOAT or (ports is not None and ports.any_input and ports.any_input[j]):
+                    if name and (name, natural.get(name)) in variant:
+                        node.input[j] = variant[(name, natural[name])]
+                    continue
+                need = FLOAT16 if ports is not None and ports.inputs[j] else FLOAT
+                node.input[j] = get(name, need)
+            self._retype_node(node, ports)
+            if node.op_type == "Cast" and node.domain in ("", "ai.onnx") and ports is not None:
+                source = original_inputs[0] if original_inputs else ""
+                arrives = natural.get(source, types.get(source, 0)) if types.get(source) == FLOAT else types.get(source, 0)
+                if arrives and arrives == _attr_int(node, "to"):
+                    node.op_type = "Identity"  # (a Cast to the type it already has: merged away)
+                    del node.attribute[:]
+            if node.op_type in _CONTROL_FLOW and node.domain in ("", "ai.onnx"):
+                converted = ports is not None and (any(ports.inputs) or any(ports.outputs))
+                inner_outer = dict(outer)
+                for (name, dtype), shown in variant.items():
+                    if shown == name:
+                        inner_outer[name] = dtype
+                for sub_attr in node.attribute:
+                    for body in ([sub_attr.g] if sub_attr.type == onnx.AttributeProto.GRAPH else list(sub_attr.graphs)):
+                        label = f"{where} > node {node.name or node.op_type!r}.{sub_attr.name}"
+                        self._graph(body, label, inner_outer, inputs_fp16=converted, outputs_fp16=converted,
+                                    main=False)
+        for value in graph.input:  # (an initializer listed as an input, as older models do, follows its weight)
+            if types.get(value.name) == FLOAT and natural.get(value.name) == FLOAT16:
+                value.type.tensor_type.elem_type = FLOAT16
+        for value, final in zip(graph.output, out_types):
+            if final and value.type.HasField("tensor_type"):
+                value.type.tensor_type.elem_type = final
+        self._retype_value_info(graph, natural, variant)
+        graph.node.extend(new_nodes)
+        graph.initializer.extend(new_inits)
+
+    # ------------------------------------------------------------------ decisions
+
+    def _decide(self, node: onnx.NodeProto) -> tuple[_Ports | None, str]:
+        """How ``node`` is converted (None: it stays as it is) and, when it keeps float32 data, why."""
+        types = self.types
+        floats = any(types.get(n) == FLOAT for n in (*node.input, *node.output) if n)
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            return None, ""  # (a source: decided with the weights)
+        if not floats and node.op_type not in ("Cast", "ConstantOfShape") and node.op_type not in _CONTROL_FLOW:
+            return None, ""
+        if node.name and node.name in self.keep_node:
+            return None, "kept by keep_node" if floats else ""
+        if node.op_type in self.keep_op:
+            return None, "kept by keep_op" if floats else ""
+        domain = node.domain or ""
+        if (domain, node.op_type) in self.functions:
+            return None, f"calls local function {node.op_type} (left float32)" if floats else ""
+        if domain not in ("", "ai.onnx"):
+            return None, f"custom domain {domain!r}" if floats else ""
+        if node.op_type in _EXACT_OPS:
+            return None, _EXACT_OPS[node.op_type] if floats else ""
+        if node.op_type in _DTYPE_ATTR_OPS:
+            return None, f"{node.op_type} makes its dtype from an attribute" if floats else ""
+        version = self.opsets.get("", 1)
+        if node.op_type == "Cast":
+            to = _attr_int(node, "to")
+            return _Ports(tuple(False for _ in node.input), (to == FLOAT,), tuple(True for _ in node.input)), ""
+        if node.op_type == "ConstantOfShape":
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is None or value.data_type != FLOAT:
+                return None, ""
+            return _Ports((False,), (True,)), ""
+        if node.op_type in _CONTROL_FLOW:
+            ins = tuple(bool(n) and types.get(n) == FLOAT for n in node.input)
+            outs = tuple(bool(n) and types.get(n) == FLOAT for n in node.output)
+            return _Ports(ins, outs), ""
+        ports = _float16_ports(node, version, types)
+        if isinstance(ports, str):
+            return None, ports
+        if not any(ports.inputs) and not any(ports.outputs):
+            return ports, ""
+        refusal = self._runtime_refusal(node, version, ports)
+        if refusal:
+            return None, f"ONNX Runtime's CPU provider cannot run {node.op_type} in float16 ({refusal})"
+        return ports, ""
+
+    def _runtime_refusal(self, node: onnx.NodeProto, version: int, ports: _Ports) -> str:
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            return ""
+        ins = []
+        for k, name in enumerate(node.input):
+            if not name:
+                ins.append(0)
+                continue
+            dtype = self.types.get(name)
+            if dtype is None:
+                return ""  # (cannot tell: let the session tell later)
+            ins.append(FLOAT16 if ports.inputs[k] else dtype)
+        outs = []
+        for k, name in enumerate(node.output):
+            dtype = self.types.get(name) if name else None
+            if dtype is None:
+                return ""
+            outs.append(FLOAT16 if ports.outputs[k] else dtype)
+        bare = onnx.NodeProto(op_type=node.op_type, domain=node.domain)
+        bare.attribute.extend(node.attribute)
+        return _runtime_refuses(node.op_type, node.domain, version, self.proto.ir_version,
+                                bare.SerializeToString(), tuple(ins), tuple(outs))
+
+    def _keep_exact_sources(self, nodes: list[onnx.NodeProto], modes: list[_Ports | None], where: str,
+                            weights: set[str]) -> None:
+        """Keep float32 the converted nodes whose float results feed an input that must be exact."""
+        producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+        stack: list[tuple[str, str]] = []
+        for k, node in enumerate(nodes):
+            ports = modes[k]
+            cast_to_int = node.op_type == "Cast" and _attr_int(node, "to") not in (FLOAT, FLOAT16, onnx.TensorProto.DOUBLE,
+                                                                                 onnx.TensorProto.BFLOAT16)
+            for j, name in enumerate(node.input):
+                if not name or self.types.get(name) != FLOAT:
+                    continue
+                fixed = ports is not None and not ports.inputs[j] and not (ports.any_input and ports.any_input[j])
+                kept_exact = ports is None and node.op_type in _EXACT_OPS
+                if fixed or kept_exact or cast_to_int:
+                    what = f"{node.op_type}'s input {j}" if not cast_to_int else "a Cast to integers"
+                    stack.append((name, what))
+        seen: set[str] = set()
+        derived = _shape_derived(nodes, weights)
+        while stack:
+            name, what = stack.pop()
+            if name in seen or name not in producer or name not in derived:
+                continue
+            seen.add(name)
+            k = producer[name]
+            node = nodes[k]
+            if node.op_type == "Cast":  # (a Cast takes either precision: it only stops making float16)
+                modes[k] = _Ports((False,), (False,), (True,))
+            elif modes[k] is not None:
+                modes[k] = None
+                self._keep(node, k, where, f"computes {what}, which must be exact")
+            stack.extend((n, what) for n in node.input if n and self.types.get(n) == FLOAT)
+
+    def _keep(self, node: onnx.NodeProto, k: int, where: str, reason: str) -> None:
+        self.kept.append(KeptNode(node.name or f"{node.op_type}#{k}", node.op_type, where, reason))
+
+    # ------------------------------------------------------------------ rewriting
+
+    def _retype_node(self, node: onnx.NodeProto, ports: _Ports | None) -> None:
+        if ports is None:
+            return
+        if node.op_type == "Cast" and ports.outputs and ports.outputs[0]:
+            for attr in node.attribute:
+                if attr.name == "to":
+                    attr.i = FLOAT16
+        elif node.op_type == "ConstantOfShape":
+            for attr in node.attribute:
+                if attr.name == "value":
+                    self._convert_tensor(attr.t, node.name or node.output[0], "")
+
+    def _rename_production(self, nodes: list[onnx.NodeProto], graph: onnx.GraphProto, old: str, new: str,
+                           initializers: Mapping[str, onnx.TensorProto]) -> None:
+        for node in nodes:
+            for j, out in enumerate(node.output):
+                if out == old:
+                    node.output[j] = new
+        if old in initializers:
+            initializers[old].name = new
+        for value in graph.input:
+            if value.name == old:
+                value.name = new
+
+    def _retype_value_info(self, graph: onnx.GraphProto, natural: Mapping[str, int],
+                           variant: Mapping[tuple[str, int], str]) -> None:
+        keep = []
+        renamed = {shown: (name, dtype) for (name, dtype), shown in variant.items() if shown != name}
+        for info in graph.value_info:
+            if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type == FLOAT:
+                final = natural.get(info.name)
+                if final is not None:
+                    info.type.tensor_type.elem_type = final
+            keep.append(info)
+        for info in keep:
+            for shown, (name, dtype) in renamed.items():
+                if info.name == name:
+                    extra = onnx.ValueInfoProto()
+                    extra.CopyFrom(info)
+                    extra.name = shown
+                    extra.type.tensor_type.elem_type = dtype
+                    graph.value_info.append(extra)
+
+    def _cast(self, source: str, target: str, to: int) -> onnx.NodeProto:
+        self.casts += 1
+        return onnx.helper.make_node("Cast", [source], [target], name=self._fresh(f"{target}/Cast"), to=to)
+
+    def _fresh(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.names:
+            k += 1
+            name = f"{base}_{k}"
+        self.names.add(name)
+        return name
+
+    def _convert_tensor(self, tensor: onnx.TensorProto, label: str, where: str) -> None:
+        """Make ``tensor`` float16 in place, clamping values out of range; external data is spilled."""
+        if tensor.data_type != FLOAT:
+            return
+        outside = is_external(tensor)
+        values = tensor_value(self.source, tensor) if outside else numpy_helper.to_array(tensor)
+        half, clamped = _to_half(values)
+        if clamped is not None:
+            self.clamped.append(Clamped(label, where or "main graph", *clamped))
+        name = tensor.name
+        self.weights += 1
+        if outside:
+            if self.spill is None:
+                self.spill = _Spill()
+            self.spill.write(tensor, half.tobytes(), FLOAT16)
+        else:
+            converted = numpy_helper.from_array(half, name)
+            tensor.ClearField("float_data")
+            tensor.ClearField("raw_data")
+            tensor.data_type = FLOAT16
+            tensor.raw_data = converted.raw_data
+        del values
+
+
+def _shape_derived(nodes: Sequence[onnx.NodeProto], weights: set[str]) -> set[str]:
+    """The tensors computed (by shape arithmetic) from shapes, sizes and weights alone, not from data."""
+    derived: set[str] = set(weights)
+    for node in nodes:  # (in order: the graph is sorted)
+        if node.op_type in ("Shape", "Size", "Constant"):
+            derived.update(node.output)
+        elif node.op_type in _SHAPE_ARITHMETIC and all(not n or n in derived for n in node.input):
+            derived.update(o for o in node.output if o)
+    return derived
+
+
+def _to_half(values: np.ndarray) -> tuple[np.ndarray, tuple[int, int, float] | None]:
+    """``values`` as float16, clamped into its range, and (over, under, max magnitude) when clamping was needed."""
+    magnitude = np.abs(values)
+    finite = np.isfinite(values)
+    over = finite & (magnitude > FP16_MAX)
+    under = (magnitude > 0) & (magnitude < FP16_TINY)
+    n_over, n_under = int(over.sum()), int(under.sum())
+    if not n_over and not n_under:
+        return values.astype(np.float16), None
+    largest = float(magnitude[finite].max()) if finite.any() else 0.0
+    fixed = np.where(over, np.sign(values) * FP16_MAX, values)
+    fixed = np.where(under, np.sign(values) * FP16_TINY, fixed)
+    return fixed.astype(np.float16), (n_over, n_under, largest)
+
+
+def _short(dtype: int) -> str:
+    return "float16" if dtype == FLOAT16 else "float32"
+
+
+def _attr_int(node: onnx.NodeProto, name: str) -> int:
+    for attr in node.attribute:
+        if attr.name == name:
+            return int(attr.i)
+    return 0
+
+
+# -------------------------------------------------------------------------------- scratch weights
+
+
+class _Spill:
+    """A scratch folder holding the converted copies of weights that lived outside the model."""
+
+    NAME = "weights.data"
+    MARK = "graphkit.converted"
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="graphkit-convert-"))
+        self.handle = open(self.folder / self.NAME, "wb")  # noqa: SIM115 (closed by close/discard)
+
+    def write(self, tensor: onnx.TensorProto, data: bytes, data_type: int) -> None:
+        position = self.handle.tell()
+        aligned = -(-position // 4096) * 4096
+        if aligned != position:
+            self.handle.write(b"\0" * (aligned - position))
+        self.handle.write(data)
+        for name in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
+            tensor.ClearField(name)
+        del tensor.external_data[:]
+        unborrow(tensor)
+        tensor.data_type = data_type
+        tensor.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", self.NAME), ("offset", str(aligned)), ("length", str(len(data)))):
+            tensor.external_data.add(key=key, value=value)
+        tensor.metadata_props.add(key=self.MARK, value="")
+
+    def adopt_rest(self, model: Model, proto: onnx.ModelProto) -> None:
+        """Copy in the external weights of ``proto`` that were not converted (the model's folder is now
+        this one); weights borrowed from a model file stay where they are."""
+        for tensor, _ in iter_tensors(proto):
+            if not is_external(tensor) or is_borrowed(tensor):
+                continue
+            if any(e.key == self.MARK for e in tensor.metadata_props):
+                marks = [e for e in tensor.metadata_props if e.key != self.MARK]
+                del tensor.metadata_props[:]
+                tensor.metadata_props.extend(marks)
+                continue
+            self.write(tensor, read_external_bytes(model, tensor), tensor.data_type)
+            marks = [e for e in tensor.metadata_props if e.key != self.MARK]
+            del tensor.metadata_props[:]
+            tensor.metadata_props.extend(marks)
+
+    def close(self) -> None:
+        self.handle.close()
+
+    def discard(self) -> None:
+        with contextlib.suppress(OSError):
+            self.handle.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+

@@ -1,0 +1,215 @@
+"""to_float16: float32 to float16 with float32 kept where the spec or the meaning needs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import LIGHT, fixture
+
+import graphkit as gk
+from graphkit.cli import main
+
+
+def _feeds16(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in feeds.items()}
+
+
+def _relative_error(model: gk.Model, converted: gk.Model, *, io_float16: bool) -> dict[str, float]:
+    """Largest |fp16 - fp32| of each output over the output's largest magnitude."""
+    feeds = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=3))
+    reference = gk.run(model, feeds)
+    got = gk.run(converted, _feeds16(feeds) if io_float16 else feeds)
+    return {name: float(np.max(np.abs(got[name].astype(np.float64) - value)) / max(float(np.max(np.abs(value))), 1e-12))
+            for name, value in reference.items()}
+
+
+def _dtype(model: gk.Model, name: str) -> int:
+    graph = model.lazy_proto.graph
+    for info in (*graph.input, *graph.output, *graph.value_info):
+        if info.name == name:
+            return info.type.tensor_type.elem_type
+    for tensor in graph.initializer:
+        if tensor.name == name:
+            return tensor.data_type
+    for node in graph.node:
+        if node.op_type == "Constant" and node.output[0] == name:
+            return node.attribute[0].t.data_type
+    raise KeyError(name)
+
+
+def overflow_model() -> gk.Model:
+    """y = x * 1e3 * 1e3 / 1e6: the product overflows float16 (max 65504) though y is x."""
+    return gk.parse_model("""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[2, 3] x) => (float[2, 3] y) {
+            k = Constant <value = float[1] {1000.0}> ()
+            m = Constant <value = float[1] {1000000.0}> ()
+            a = Mul (x, k)
+            b = Mul (a, k)
+            y = Div (b, m)
+        }""")
+
+
+@pytest.mark.parametrize("keep_io_types", [False, True])
+def test_whole_model_runs_in_float16_close_to_float32(whole_model: gk.Model, keep_io_types: bool) -> None:
+    before = whole_model.serialized()
+    report = gk.to_float16_with_report(whole_model, keep_io_types=keep_io_types)
+    assert whole_model.serialized() == before  # pure
+    converted = report.model
+    assert _dtype(converted, "input.1") == (onnx.TensorProto.FLOAT if keep_io_types else onnx.TensorProto.FLOAT16)
+    assert _dtype(converted, "output") == (onnx.TensorProto.FLOAT if keep_io_types else onnx.TensorProto.FLOAT16)
+    assert all(t.data_type == onnx.TensorProto.FLOAT16 for t in converted.lazy_proto.graph.initializer)
+    assert report.kept == () and report.converted == 11
+    assert report.casts == (2 if keep_io_types else 0)  # one in, one out: only at the boundaries
+    errors = _relative_error(whole_model, converted, io_float16=not keep_io_types)
+    assert errors["output"] < 2e-3, errors
+
+
+def test_srcnn_resize_keeps_float32_scales() -> None:
+    model = gk.load(fixture("srcnn.onnx"))
+    converted = gk.to_float16(model)
+    resize = next(n for n in converted.lazy_proto.graph.node if n.op_type == "Resize")
+    assert _dtype(converted, resize.input[2]) == onnx.TensorProto.FLOAT  # scales: tensor(float) by the spec
+    assert _dtype(converted, "output") == onnx.TensorProto.FLOAT16
+    assert _relative_error(model, converted, io_float16=True)["output"] < 2e-3
+
+
+@pytest.mark.parametrize("name", ["if_outer_scope.onnx", "loop_scan.onnx"])
+@pytest.mark.parametrize("keep_io_types", [False, True])
+def test_if_loop_scan_bodies_convert_consistently(name: str, keep_io_types: bool) -> None:
+    model = gk.load(fixture(name))
+    converted = gk.to_float16(model, keep_io_types=keep_io_types)
+    gk.validate(converted)
+    bodies = [a.g for n in converted.lazy_proto.graph.node for a in n.attribute if a.type == onnx.AttributeProto.GRAPH]
+    assert bodies and all(any(v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16 for v in b.output)
+                          for b in bodies if any(o.type.tensor_type.elem_type in (1, 10) for o in b.output))
+    errors = _relative_error(model, converted, io_float16=not keep_io_types)
+    assert max(errors.values()) < 2e-3, errors
+
+
+def test_overflowing_weight_is_clamped_and_reported() -> None:
+    report = gk.to_float16_with_report(overflow_model())
+    assert [(c.tensor, c.over, c.max_abs) for c in report.clamped] == [("m", 1, 1e6)]
+    x = np.ones((2, 3), np.float16)
+    y = gk.run(report.model, {"x": x})["y"]
+    assert (np.abs(y - 1) > 1).all()  # float16 cannot hold 1e6: plain float16 fails (see auto_mixed)
+
+
+def test_keep_node_and_keep_op_stay_float32_with_casts_only_around_them(whole_model: gk.Model) -> None:
+    report = gk.to_float16_with_report(whole_model, keep_node=["/Add"])
+    assert [(k.node, k.reason) for k in report.kept] == [("/Add", "kept by keep_node")]
+    add = next(n for n in report.model.lazy_proto.graph.node if n.name == "/Add")
+    assert all(_dtype_of_input(report.model, i) == onnx.TensorProto.FLOAT for i in add.input)
+    assert report.casts == 3  # two inputs up to float32, one output back down
+    by_op = gk.to_float16_with_report(whole_model, keep_op=["Add"])
+    assert [k.node for k in by_op.kept] == ["/Add"]
+    assert _relative_error(whole_model, report.model, io_float16=True)["output"] < 2e-3
+
+
+def _dtype_of_input(model: gk.Model, name: str) -> int:
+    producer = next((n for n in model.lazy_proto.graph.node if name in n.output), None)
+    if producer is not None and producer.op_type == "Cast":
+        return next(a.i for a in producer.attribute if a.name == "to")
+    return _dtype(model, name)
+
+
+def test_shape_arithmetic_and_casts_to_integers_stay_float32() -> None:
+    model = gk.parse_model("""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[2, 6] x) => (float[4, 3] y) {
+            s = Shape (x)
+            f = Cast <to = 1> (s)
+            half = Constant <value = float[2] {2.0, 0.5}> ()
+            g = Mul (f, half)
+            i = Cast <to = 7> (g)
+            r = Reshape (x, i)
+            y = Relu (r)
+        }""")
+    report = gk.to_float16_with_report(model)
+    assert [(k.node, k.reason) for k in report.kept] == [("Mul#3", "computes a Cast to integers, which must be exact")]
+    nodes = {n.output[0]: n for n in report.model.lazy_proto.graph.node}
+    assert nodes["f"].attribute[0].i == onnx.TensorProto.FLOAT  # feeds the float32 Mul: stays a Cast to float
+    assert nodes["y"].op_type == "Relu" and report.casts == 0
+    x = np.arange(12, dtype=np.float16).reshape(2, 6)
+    np.testing.assert_array_equal(gk.run(report.model, {"x": x})["y"], x.reshape(4, 3))
+
+
+def test_a_cast_to_float_becomes_a_cast_to_float16_and_no_cast_is_added_before_a_cast() -> None:
+    model = gk.parse_model("""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (int64[3] n, float[3] x) => (float[3] y, int32[3] k) {
+            f = Cast <to = 1> (n)
+            y = Add (f, x)
+            k = Cast <to = 6> (y)
+        }""")
+    report = gk.to_float16_with_report(model)
+    casts = [n for n in report.model.lazy_proto.graph.node if n.op_type == "Cast"]
+    assert [c.attribute[0].i for c in casts] == [onnx.TensorProto.FLOAT16, onnx.TensorProto.INT32]
+    assert report.casts == 0
+    out = gk.run(report.model, {"n": np.array([1, 2, 3]), "x": np.full(3, 0.5, np.float16)})
+    np.testing.assert_array_equal(out["y"], np.array([1.5, 2.5, 3.5], np.float16))
+
+
+def test_external_weights_are_converted_one_at_a_time_into_a_scratch_file(ext_copy: Path, tmp_path: Path) -> None:
+    model = gk.load(ext_copy)
+    assert model.has_external_data
+    converted = gk.to_float16(model, keep_io_types=True)
+    assert converted.base_dir is not None and converted.base_dir != model.base_dir
+    saved = gk.save(converted, tmp_path / "out" / "half.onnx") if (tmp_path / "out").mkdir() is None else None
+    assert saved is not None
+    again = gk.load(tmp_path / "out" / "half.onnx")
+    assert all(t.data_type != onnx.TensorProto.FLOAT for t in again.lazy_proto.graph.initializer)
+    feeds = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=1))
+    want, got = gk.run(model, feeds), gk.run(again, feeds)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-2, atol=1e-2)
+
+
+def test_errors_name_the_node_and_the_model(whole_model: gk.Model) -> None:
+    with pytest.raises(gk.NodeNotFoundError) as err:
+        gk.to_float16(whole_model, keep_node=["/Ad"])
+    assert "'/Ad'" in str(err.value) and "/Add" in err.value.hint
+    ints = gk.parse_model('<ir_version: 8, opset_import: ["" : 17]> g (int64[2] x) => (int64[2] y) { y = Neg(x) }')
+    with pytest.raises(gk.UsageError, match="no float32 tensor"):
+        gk.to_float16(ints)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keep_io_types", [False, True])
+@pytest.mark.parametrize("path", sorted(LIGHT.glob("light_*.onnx")), ids=lambda p: p.stem)
+def test_light_models_run_in_float16(path: Path, keep_io_types: bool) -> None:
+    model = gk.load(path)
+    report = gk.to_float16_with_report(model, keep_io_types=keep_io_types)
+    errors = _relative_error(model, report.model, io_float16=not keep_io_types)
+    print(f"{path.stem} keep_io_types={keep_io_types}: relative output error {errors}, "
+          f"{len(report.kept)} kept, {report.casts} casts")
+    assert max(errors.values()) < 1e-2, errors
+
+
+def test_cli_convert_float16(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "half.onnx"
+    assert main(["convert", str(fixture("whole_model.onnx")), str(out), "--float16", "--keep-io-types",
+                 "--keep-node", "/Add", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["kept"][0]["node"] == "/Add" and report["casts"] == 5
+    assert _dtype(gk.load(out), "output") == onnx.TensorProto.FLOAT
+
+
+def test_cli_convert_reports_clamped_weights(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "overflow.onnx"
+    gk.save(overflow_model(), source)
+    assert main(["convert", str(source), str(tmp_path / "o.onnx"), "--float16"]) == 0
+    captured = capsys.readouterr()
+    assert "weight 'm'" in captured.err and "1 value(s) beyond ±65504 (largest 1e+06)" in captured.err
+
+
+def test_cli_convert_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o.onnx"
+    assert main(["convert", str(fixture("whole_model.onnx")), str(out)]) == 2
+    assert "--float16" in capsys.readouterr().err
+    assert main(["convert", str(fixture("whole_model.onnx")), str(out), "--float16", "--keep-node", "nope"]) == 2
+    assert not out.exists()
