@@ -20,7 +20,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from graphkit._build import GraphBuilder, parse_model
     from graphkit._chain import ChainResult, FragmentRun, OutputDiff, run_chain
-    from graphkit._compare import Comparison, Divergence, MarkerResult, TensorDiff, compare, markers
+    from graphkit._compare import (
+        Comparison,
+        Divergence,
+        FiniteCheck,
+        MarkerResult,
+        NonFinite,
+        TensorDiff,
+        ValueRange,
+        check_finite,
+        compare,
+        markers,
+    )
     from graphkit._convert import Clamped, Float16Conversion, KeptNode, to_float16, to_float16_with_report
     from graphkit._custom_ops import CustomOp, custom_op, load_python_ops
     from graphkit._diff import Change, ModelDiff, diff
@@ -105,6 +116,7 @@ __all__ = [
     "FeedError",
     "FeedNote",
     "FeedOptions",
+    "FiniteCheck",
     "Float16Conversion",
     "Fragment",
     "FragmentRun",
@@ -119,6 +131,7 @@ __all__ = [
     "ModelNotFoundError",
     "NameNotFoundError",
     "NoChangeError",
+    "NonFinite",
     "NodeNotFoundError",
     "OpenCutError",
     "OptLevel",
@@ -140,10 +153,12 @@ __all__ = [
     "Tolerance",
     "UnsafePathError",
     "UsageError",
+    "ValueRange",
     "WriteError",
     "__version__",
     "apply_recipe",
     "bypass_node",
+    "check_finite",
     "cleanup",
     "compare",
     "constant_to_input",
@@ -198,7 +213,10 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "_custom_ops": ("CustomOp", "custom_op", "load_python_ops"),
     "_options": ("Backend", "Balance", "FeedOptions", "OptLevel", "Provider", "Tolerance"),
     "_build": ("GraphBuilder", "parse_model"),
-    "_compare": ("Comparison", "Divergence", "MarkerResult", "TensorDiff", "compare", "markers"),
+    "_compare": (
+        "Comparison", "Divergence", "FiniteCheck", "MarkerResult", "NonFinite", "TensorDiff", "ValueRange",
+        "check_finite", "compare", "markers",
+    ),
     "_diff": ("Change", "ModelDiff", "diff"),
     "_edit": (
         "bypass_node", "cleanup", "constant_to_input", "fold_constants", "from_graphsurgeon",

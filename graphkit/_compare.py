@@ -41,10 +41,11 @@ from graphkit._arrays import open_npz
 from graphkit._custom_ops import CustomOp
 from graphkit._files import check_regular, exists, read_data
 from graphkit._graph import GraphIndex
+from graphkit._io import tensor_value
 from graphkit._model import Model
 from graphkit._options import Backend, FeedOptions, Provider, Tolerance
 from graphkit._ort import Settings
-from graphkit._run import input_specs, make_feeds, settings, value_nbytes
+from graphkit._run import FeedNote, input_specs, make_feeds, plan_feeds, settings, value_nbytes
 from graphkit._submodel import submodel
 from graphkit._typing import tensor_types
 from graphkit._validate import require_sound
@@ -238,6 +239,9 @@ class Comparison:
         unmatched: Reference-side names (npz keys, mapping entries) that matched no candidate tensor.
         notes: Warnings worth showing (inputs the reference file lacks, skipped tensors).
         runs: How many fragment runs each side needed.
+        feeds: How each input of the model run first was obtained (given, or generated with its dims).
+        first_nonfinite: With ``check_finite``: the first candidate node producing NaN/Inf from finite
+            inputs, or None.
     """
 
     reference: str
@@ -248,6 +252,8 @@ class Comparison:
     unmatched: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     runs: int = 0
+    feeds: tuple[FeedNote, ...] = ()
+    first_nonfinite: NonFinite | None = None
 
     @property
     def passed(self) -> bool:
@@ -288,6 +294,8 @@ class Comparison:
             "unmatched": list(self.unmatched),
             "notes": list(self.notes),
             "runs": self.runs,
+            "feeds": [n.to_dict() for n in self.feeds],
+            "first_nonfinite": None if self.first_nonfinite is None else self.first_nonfinite.to_dict(),
         }
 
 
@@ -801,9 +809,13 @@ class _FeedOptions:
     """How to generate the inputs that are not given."""
 
     options: FeedOptions
+    notes: list[FeedNote] = field(default_factory=list)  # how the first model's inputs were made
 
     def make(self, model: Model, feeds: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
-        return make_feeds(model, feeds, feed_options=self.options)
+        values, notes = plan_feeds(input_specs(model), feeds, feed_options=self.options, where=model.name)
+        if not self.notes:
+            self.notes.extend(notes)
+        return values
 
 
 @dataclass(frozen=True)
@@ -838,6 +850,7 @@ def compare(
     provider_options: Mapping[str, str] | None = None,
     custom_ops: Sequence[str | os.PathLike[str]] = (),
     python_ops: Sequence[CustomOp | str | os.PathLike[str]] = (),
+    check_finite: bool = False,
 ) -> Comparison:
     """Run the same inputs through two sides and compare every tensor both have.
 
@@ -873,6 +886,8 @@ def compare(
         custom_ops: Custom-operator libraries to register in every ONNX Runtime session.
         python_ops: Python implementations of custom operators (``graphkit.custom_op`` functions or
             paths of files declaring them), run by both backends.
+        check_finite: Also find the first candidate node producing NaN/Inf from finite inputs
+            (``Comparison.first_nonfinite``), in a second bounded-memory walk of the candidate.
 
     Raises:
         UsageError: Contradictory options, an unknown backend, nothing to compare.
@@ -884,6 +899,7 @@ def compare(
                         constants, marker_spec, fragment_bytes, local_checks, progress)
     argcheck.optional(argcheck.choice, backend, "backend", choices=BACKENDS)
     argcheck.choice(candidate_backend, "candidate_backend", BACKENDS)
+    argcheck.boolean(check_finite, "check_finite")
     ref_config, cand_config = _side_settings(provider, reference_provider, candidate_provider, provider_options,
                                              custom_ops, python_ops)
     if reference is not None and other is not None:
@@ -905,7 +921,8 @@ def compare(
         values = load_reference(reference) if isinstance(reference, (str, os.PathLike)) else reference
         label = str(reference) if isinstance(reference, (str, os.PathLike)) else "reference values"
         return _compare_npz(cand, values, label, candidate_backend, feeds, gen, tol, tolerances,
-                            tensors, fragment_bytes, local_checks, progress, cand_config=cand_config)
+                            tensors, fragment_bytes, local_checks, progress, cand_config=cand_config,
+                            check_finite=check_finite)
     ref = _Graph.of(model, marker_spec) if other is not None else cand
     ref_backend = backend or ("ort" if other is not None else "ort-noopt")
     same_provider = _backends.check_provider(ref_config.provider) == _backends.check_provider(cand_config.provider)
@@ -918,7 +935,7 @@ def compare(
         pairs = [p for p in pairs if p.candidate in worth]
     return _compare_models(ref, cand, pairs, unmatched, ref_backend, candidate_backend, feeds, gen, tol,
                            tolerances, tensors, fragment_bytes, local_checks, progress,
-                           ref_config=ref_config, cand_config=cand_config)
+                           ref_config=ref_config, cand_config=cand_config, check_finite=check_finite)
 
 
 def _check_compare_args(model: Any, other: Any, reference: Any, feeds: Any, feed_options: Any, tolerance: Any,
@@ -1048,7 +1065,8 @@ def _compare_models(ref: _Graph, cand: _Graph, pairs: list[_Pair], unmatched: li
                     cand_backend: str, feeds: Mapping[str, Any] | None, gen: _FeedOptions, tol: Tolerance,
                     tolerances: Mapping[str, Tolerance] | None, tensors: Sequence[str] | None,
                     budget: int, local_checks: int, progress: Progress | None, *,
-                    ref_config: Settings | None = None, cand_config: Settings | None = None) -> Comparison:
+                    ref_config: Settings | None = None, cand_config: Settings | None = None,
+                    check_finite: bool = False) -> Comparison:
     pairs = _restrict(pairs, tensors, cand)
     if not pairs:
         raise UsageError(f"{ref.label} and {cand.label} have no tensor in common to compare",
@@ -1067,8 +1085,10 @@ def _compare_models(ref: _Graph, cand: _Graph, pairs: list[_Pair], unmatched: li
                           notes=runner.notes)
     ref_walker.notes = runner.notes
     result = runner.run(pairs, cand_walker)
+    finite = _scan_finite(cand, cand_backend, cand_feeds, cand_config, budget) if check_finite else None
     return Comparison(_side_label(ref, ref_backend, ref_config), _side_label(cand, cand_backend, cand_config),
-                      result[0], result[1], tol, tuple(unmatched), tuple(result[2]), ref_walker.runs + cand_walker.runs)
+                      result[0], result[1], tol, tuple(unmatched), tuple(result[2]), ref_walker.runs + cand_walker.runs,
+                      tuple(gen.notes), finite.first_nonfinite if finite else None)
 
 
 def _map_feeds(feeds: Mapping[str, np.ndarray], cand: _Graph, where: str) -> dict[str, np.ndarray]:
@@ -1089,7 +1109,7 @@ def _map_feeds(feeds: Mapping[str, np.ndarray], cand: _Graph, where: str) -> dic
 def _compare_npz(cand: _Graph, values: Mapping[str, np.ndarray], label: str, cand_backend: str,
                  feeds: Mapping[str, Any] | None, gen: _FeedOptions, tol: Tolerance, tolerances: Mapping[str, Tolerance] | None, tensors: Sequence[str] | None,
                  budget: int, local_checks: int, progress: Progress | None, *,
-                 cand_config: Settings | None = None) -> Comparison:
+                 cand_config: Settings | None = None, check_finite: bool = False) -> Comparison:
     keys = list(values.keys())
     inputs = {s.name for s in input_specs(cand.model)}
     pairs: list[_Pair] = []
@@ -1137,8 +1157,10 @@ def _compare_npz(cand: _Graph, values: Mapping[str, np.ndarray], label: str, can
                      label=_side_label(cand, cand_backend, cand_config), progress=progress, config=cand_config,
                      notes=runner.notes)
     tensors_, first, more_notes = runner.run(pairs, walker)
+    finite = _scan_finite(cand, cand_backend, cand_feeds, cand_config, budget) if check_finite else None
     return Comparison(label, _side_label(cand, cand_backend, cand_config), tensors_, first, tol, tuple(unmatched),
-                      tuple(notes + more_notes), walker.runs)
+                      tuple(notes + more_notes), walker.runs, tuple(gen.notes),
+                      finite.first_nonfinite if finite else None)
 
 
 # ---------------------------------------------------------------------------------- local checks
@@ -1329,3 +1351,207 @@ def _make_diff(cand: _Graph, pair: _Pair, value: np.ndarray, expected: np.ndarra
     elif figures["nan"][0] or figures["inf"][0]:
         reason = None
     return TensorDiff(**base, **figures, reason=reason if not figures["passed"] else None)
+
+
+# ------------------------------------------------------------------------------- first non-finite
+
+
+@dataclass(frozen=True)
+class ValueRange:
+    """The range of one input of a node, over its finite values.
+
+    Attributes:
+        name: The tensor.
+        kind: "input" (a graph input), "weight" (an initializer) or "activation".
+        min: Its smallest finite value (None when it has none or is not numeric).
+        max: Its largest finite value.
+        nan: How many NaN it holds.
+        inf: How many Inf it holds.
+    """
+
+    name: str
+    kind: str
+    min: float | None
+    max: float | None
+    nan: int = 0
+    inf: int = 0
+
+    @property
+    def finite(self) -> bool:
+        return not (self.nan or self.inf)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"name": self.name, "kind": self.kind, "min": self.min, "max": self.max, "nan": self.nan,
+                "inf": self.inf}
+
+
+@dataclass(frozen=True)
+class NonFinite:
+    """The first node, in execution order, that produces NaN or Inf from finite inputs.
+
+    Attributes:
+        node: The node's name (its op type when unnamed).
+        op_type: Its operator.
+        tensor: Its first output holding NaN or Inf.
+        nan: NaN count of that output.
+        inf: Inf count of that output.
+        inputs: The range of each of the node's inputs (all finite).
+    """
+
+    node: str
+    op_type: str
+    tensor: str
+    nan: int
+    inf: int
+    inputs: tuple[ValueRange, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"node": self.node, "op_type": self.op_type, "tensor": self.tensor, "nan": self.nan, "inf": self.inf,
+                "inputs": [r.to_dict() for r in self.inputs]}
+
+
+@dataclass(frozen=True)
+class FiniteCheck:
+    """The result of ``check_finite``.
+
+    Attributes:
+        model: The model's file or name.
+        first_nonfinite: The first node producing NaN/Inf from finite inputs, or None.
+        checked: How many tensors were checked.
+        notes: Non-finite values that came from the inputs or weights themselves, and the like.
+    """
+
+    model: str
+    first_nonfinite: NonFinite | None
+    checked: int
+    notes: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        """True when no node produces NaN or Inf from finite inputs."""
+        return self.first_nonfinite is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"model": self.model, "passed": self.passed, "checked": self.checked,
+                "first_nonfinite": None if self.first_nonfinite is None else self.first_nonfinite.to_dict(),
+                "notes": list(self.notes)}
+
+
+def check_finite(
+    model: Model,
+    /,
+    feeds: Mapping[str, Any] | None = None,
+    *,
+    feed_options: FeedOptions = FeedOptions(),
+    backend: Backend = "ort",
+    provider: Provider = "cpu",
+    provider_options: Mapping[str, str] | None = None,
+    custom_ops: Sequence[str | os.PathLike[str]] = (),
+    python_ops: Sequence[CustomOp | str | os.PathLike[str]] = (),
+    fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
+) -> FiniteCheck:
+    """Find the first node, in execution order, whose output holds NaN or Inf although its inputs do not.
+
+    The model runs fragment by fragment, as compare's capture does, keeping only each tensor's range,
+    so memory stays close to a plain run's.
+
+    Args:
+        model: The model.
+        feeds: Input values by name; the others are generated (seeded).
+        feed_options: How the inputs not in ``feeds`` are generated.
+        backend: "ort" (all optimizations), "ort-noopt" or "reference".
+        provider: The execution provider.
+        provider_options: The provider's options.
+        custom_ops: Custom-operator libraries.
+        python_ops: Python implementations of custom operators.
+        fragment_bytes: About how many bytes of tensors each fragment run exposes.
+
+    Raises:
+        FeedError: Feeds that do not fit the model.
+        RuntimeFailure: The backend fails.
+    """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.optional(argcheck.mapping, feeds, "feeds", key=_tensor_key)
+    argcheck.instance(feed_options, "feed_options", FeedOptions, "a graphkit.FeedOptions")
+    argcheck.choice(backend, "backend", BACKENDS)
+    argcheck.integer(fragment_bytes, "fragment_bytes", minimum=0)
+    config = settings(provider=provider, provider_options=provider_options, custom_ops=custom_ops,
+                      python_ops=python_ops)
+    _backends.check_provider(config.provider)
+    require_sound(model)
+    graph = _Graph.of(model, ("my", "Debug", "name"))
+    values = make_feeds(model, feeds, feed_options=feed_options)
+    return _scan_finite(graph, backend, values, config, fragment_bytes)
+
+
+def _scan_finite(graph: _Graph, backend: str, feeds: Mapping[str, Any], config: Settings | None,
+                 budget: int) -> FiniteCheck:
+    notes: list[str] = []
+    walker = _Walker(graph, backend, feeds, set(graph.produced), budget=budget,
+                     label=_side_label(graph, backend, config), config=config, notes=notes)
+    ranges: dict[str, ValueRange] = {n: _range_of(n, "input", v) for n, v in feeds.items()}
+    nodes = graph.model.lazy_proto.graph.node
+    inherited: list[str] = []
+    checked = 0
+    for batch in walker:
+        for name in sorted(batch, key=lambda n: graph.position.get(n, -1)):
+            value = batch[name]
+            if name in ranges:
+                continue
+            ranges[name] = found = _range_of(name, "activation", value)
+            checked += 1
+            if found.finite:
+                continue
+            i = graph.index.producer[name]
+            inputs = tuple(_input_range(graph, r, ranges) for r in graph.index.node_reads[i])
+            if all(r.finite for r in inputs):
+                node = nodes[i]
+                first = NonFinite(node.name or node.op_type, node.op_type, name, found.nan, found.inf, inputs)
+                return FiniteCheck(graph.label, first, checked, tuple(notes + _inherited_note(inherited)))
+            inherited.append(name)
+        del batch
+    non_finite_feeds = [n for n, r in ranges.items() if r.kind == "input" and not r.finite]
+    if non_finite_feeds:
+        notes.append("these inputs hold NaN or Inf themselves: " + ", ".join(repr(n) for n in non_finite_feeds))
+    return FiniteCheck(graph.label, None, checked, tuple(notes + _inherited_note(inherited)))
+
+
+def _inherited_note(names: list[str]) -> list[str]:
+    if not names:
+        return []
+    return [f"{len(names)} tensor(s) hold NaN/Inf only because an input, a weight or an earlier tensor does "
+            f"(first: {names[0]!r})"]
+
+
+def _input_range(graph: _Graph, name: str, ranges: dict[str, ValueRange]) -> ValueRange:
+    if name in ranges:
+        return ranges[name]
+    tensor = graph.index.initializers.get(name)
+    if tensor is not None:
+        ranges[name] = _range_of(name, "weight", tensor_value(graph.model, tensor))
+        return ranges[name]
+    return ValueRange(name, "activation", None, None)
+
+
+def _range_of(name: str, kind: str, value: Any) -> ValueRange:
+    """The finite range and NaN/Inf counts of a value, in chunks (no full-size float64 copy)."""
+    if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf" or value.size == 0:
+        return ValueRange(name, kind, None, None)
+    flat = value.reshape(-1)
+    if flat.dtype.kind != "f":
+        return ValueRange(name, kind, float(flat.min()), float(flat.max()))
+    lo, hi, nan, inf = math.inf, -math.inf, 0, 0
+    for start in range(0, flat.size, _CHUNK):
+        chunk = flat[start:start + _CHUNK]
+        finite = np.isfinite(chunk)
+        if not finite.all():
+            isnan = np.isnan(chunk)
+            nan += int(isnan.sum())
+            inf += int(chunk.size - int(finite.sum()) - int(isnan.sum()))
+            chunk = chunk[finite]
+        if chunk.size:
+            lo, hi = min(lo, float(chunk.min())), max(hi, float(chunk.max()))
+    return ValueRange(name, kind, lo if math.isfinite(lo) else None, hi if math.isfinite(hi) else None, nan, inf)

@@ -137,7 +137,11 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
                                  "marker_spec": ("my", "Debug", "name"), "fragment_bytes": 2**20,
                                  "local_checks": 4, "progress": None, "provider": "cpu",
                                  "reference_provider": None, "candidate_provider": "cpu",
-                                 "provider_options": None, "custom_ops": (), "python_ops": [ops_file]}),
+                                 "provider_options": None, "custom_ops": (), "python_ops": [ops_file],
+                                 "check_finite": False}),
+        "check_finite": (gk.check_finite, {"model": model, "feeds": None, "feed_options": gk.FeedOptions(),
+                                           "backend": "ort", "provider": "cpu", "provider_options": None,
+                                           "custom_ops": (), "python_ops": (), "fragment_bytes": 2**20}),
         "markers": (gk.markers, {"model": markers, "domain": "my", "op": "Debug", "attr": "name", "expose": True}),
         "FeedOptions": (gk.FeedOptions, {"seed": 0, "shapes": {"x": [1, 4]}, "dims": {"batch": 1},
                                          "ranges": {"x": (0, 1)}, "default_dim": 1}),
@@ -172,7 +176,7 @@ def test_hostile_arguments_raise_graphkit_errors_only(tmp_path: Path, monkeypatc
     raw: list[str] = []
     for name, (func, args) in sorted(table.items()):
         for param in args:
-            values = HOSTILE if name not in ("run_chain", "compare", "run", "run_detailed", "fold_constants") \
+            values = HOSTILE if name not in ("run_chain", "compare", "run", "run_detailed", "fold_constants", "check_finite") \
                 else rng.sample(HOSTILE, 10)
             for value in values:
                 try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import math
 from pathlib import Path
 
@@ -443,3 +444,76 @@ def test_a_huge_rtol_passes_without_a_numpy_warning() -> None:
         warnings.simplefilter("error")
         figures = tensor_figures(np.array([1e3, 2.0]), np.array([999.0, 2.0]), Tolerance(atol=1e-6, rtol=1e307))
     assert figures["passed"]
+
+
+# ------------------------------------------------------------------------------ first non-finite
+
+
+def _log_of_negative() -> gk.Model:
+    """y = Relu(Log(|x| - 2)) after a few finite nodes: Log is the first node to produce NaN."""
+    b = gk.GraphBuilder("nan")
+    x = b.input("x", "float32", [2, 3])
+    a = b.node("Abs", [x], name="abs", outputs=["a"])
+    s = b.node("Sub", [a, b.initializer(np.array(2.0, np.float32), "two")], name="sub", outputs=["s"])
+    lg = b.node("Log", [s], name="log", outputs=["l"])
+    b.output(b.node("Relu", [lg], name="relu", outputs=["y"]), "float32", [2, 3])
+    return b.build()
+
+
+def test_check_finite_names_the_first_node_and_its_input_ranges() -> None:
+    x = np.array([[0.5, -1.0, 0.25], [1.0, 0.0, -0.75]], np.float32)
+    result = gk.check_finite(_log_of_negative(), {"x": x}, fragment_bytes=1)
+    first = result.first_nonfinite
+    assert first is not None and not result.passed
+    assert (first.node, first.op_type, first.tensor, first.nan, first.inf) == ("log", "Log", "l", 6, 0)
+    (s,) = first.inputs
+    assert (s.name, s.kind, s.min, s.max, s.nan) == ("s", "activation", -2.0, -1.0, 0)
+    assert first.to_dict()["node"] == "log" and result.to_dict()["first_nonfinite"]["tensor"] == "l"
+
+
+def test_check_finite_passes_a_finite_model_and_notes_nan_that_came_from_an_input(whole_model: gk.Model) -> None:
+    assert gk.check_finite(whole_model).passed
+    x = np.full((2, 3), np.nan, np.float32)
+    result = gk.check_finite(_log_of_negative(), {"x": x})
+    assert result.passed
+    assert any("inputs hold NaN or Inf themselves: 'x'" in n for n in result.notes)
+    assert any("only because" in n for n in result.notes)
+
+
+def test_compare_check_finite_reports_first_nonfinite_in_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from graphkit.cli import main
+
+    gk.save(_log_of_negative(), tmp_path / "nan.onnx")
+    assert gk.compare(_log_of_negative(), check_finite=True).first_nonfinite is not None
+    assert main(["compare", str(tmp_path / "nan.onnx"), "--check-finite", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["passed"] is True
+    assert {k: data["first_nonfinite"][k] for k in ("node", "op_type", "tensor")} == \
+        {"node": "log", "op_type": "Log", "tensor": "l"}
+    assert [f["name"] for f in data["feeds"]] == ["x"] and data["feeds"][0]["source"] == "generated"
+    assert main(["run", str(tmp_path / "nan.onnx"), "--check-finite"]) == 1
+    out = capsys.readouterr().out
+    assert "NON-FINITE: node 'log' (Log) produces 6 NaN in 'l' from finite inputs" in out
+    assert "  s      activation" in out
+    assert main(["run", str(fixture("whole_model.onnx")), "--check-finite", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["first_nonfinite"] is None
+
+
+def test_compare_summary_lists_the_generated_inputs_and_dims(capsys: pytest.CaptureFixture[str]) -> None:
+    from graphkit.cli import main
+
+    assert main(["compare", str(fixture("model_dynamic_0.onnx")), "--shape", "in=2x3x10x10", "--seed", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "inputs\n  in  float32  [2, 3, 10, 10]  generated (seed 4, range -1..1); batch=2 (--shape)" in out
+
+
+def test_check_finite_gives_a_weights_range() -> None:
+    b = gk.GraphBuilder("div")
+    x = b.input("x", "float32", [3])
+    zero = b.initializer(np.zeros(3, np.float32), "zero")
+    b.output(b.node("Div", [b.node("Abs", [x], name="abs", outputs=["a"]), zero], name="div", outputs=["y"]),
+             "float32", [3])
+    first = gk.check_finite(b.build(), {"x": np.array([1.0, -2.0, 3.0], np.float32)}).first_nonfinite
+    assert first is not None and (first.node, first.inf) == ("div", 3)
+    assert [(r.name, r.kind, r.min, r.max) for r in first.inputs] == [("a", "activation", 1.0, 3.0),
+                                                                     ("zero", "weight", 0.0, 0.0)]

@@ -38,6 +38,7 @@ from graphkit.cli._feeds import (
     provider_options,
     runtime_kwargs,
 )
+from graphkit.cli.run import render_feeds, render_finite
 from graphkit.errors import UsageError
 
 #: Above this many tensors, the table shows failures, markers and outputs only (``--all`` shows all).
@@ -80,6 +81,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--all", dest="show_all", action="store_true", help="list every tensor, however many")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show progress on standard error (default: when it is a terminal)")
+    p.add_argument("--check-finite", action="store_true",
+                   help="also find the first candidate node producing NaN or Inf from finite inputs (exit 1 if any)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--save-report", metavar="JSON", help="also write the JSON report to this file")
     p.set_defaults(func=run)
@@ -129,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
         fragment_bytes=int(args.fragment_mb * 2**20), local_checks=args.local_checks,
         progress=_render.progress if show_progress else None, provider=args.provider,
         reference_provider=args.reference_provider, candidate_provider=args.candidate_provider,
-        provider_options=provider_options(args.provider_options), **runtime_kwargs(args),
+        provider_options=provider_options(args.provider_options), check_finite=args.check_finite,
+        **runtime_kwargs(args),
     )
     if show_progress:
         _render.progress_done()
@@ -140,8 +144,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         _render.json_out(data)
     else:
-        _print(result, show_all=args.show_all)
-    return 0 if result.passed else 1
+        _print(result, show_all=args.show_all, seed=args.seed)
+    if args.check_finite and not args.json:
+        render_finite(result.first_nonfinite, (), len(result.tensors))
+    return 0 if result.passed and result.first_nonfinite is None else 1
 
 
 def _num(value: float) -> str:
@@ -164,9 +170,12 @@ _HEADER = ["tensor", "op", "dtype", "shape", "max_abs", "max_rel", "mean_abs", "
            "min_atol", "min_rtol", "status"]
 
 
-def _print(result: Comparison, *, show_all: bool) -> None:
+def _print(result: Comparison, *, show_all: bool, seed: int = 0) -> None:
     _render.text(f"reference  {result.reference}")
     _render.text(f"candidate  {result.candidate}")
+    if result.feeds:
+        _render.text("inputs")
+        render_feeds(result.feeds, seed)
     tensors = list(result.tensors)
     shown = tensors
     if len(tensors) > _TABLE_LIMIT and not show_all:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from graphkit._compare import NonFinite, check_finite
 from graphkit._feeds import npz_path, save_arrays
 from graphkit._run import FeedNote, TensorStats, input_specs, run_detailed
 from graphkit.cli import _common, _render
@@ -31,6 +32,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--save", metavar="OUT.npz",
                    help="save the inputs fed and the outputs to an .npz, keyed by name (a complete reference for compare)")
     p.add_argument("--overwrite", action="store_true", help=argparse.SUPPRESS)  # (--save never replaces an input)
+    p.add_argument("--check-finite", action="store_true",
+                   help="also find the first node (in execution order) producing NaN or Inf from finite inputs; "
+                        "exit 1 when there is one")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -50,11 +54,20 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.save:
         save_arrays(args.save, {**result.inputs, **result.outputs}, plan=plan)
+    finite = None
+    if args.check_finite:
+        finite = check_finite(model, result.inputs, backend="ort-noopt" if args.opt_level == "disable" else "ort",
+                              provider=args.provider, provider_options=provider_options(args.provider_options),
+                              **runtime_kwargs(args))
+    code = 0 if finite is None or finite.passed else 1
     if args.json:
         data = result.to_dict()
         data["saved"] = args.save
+        if finite is not None:
+            data["first_nonfinite"] = None if finite.first_nonfinite is None else finite.first_nonfinite.to_dict()
+            data["finite_notes"] = list(finite.notes)
         _render.json_out(data)
-        return 0
+        return code
     _render.text(f"model    {result.model}   provider {result.provider}   opt-level {result.opt_level}")
     _render.text("inputs")
     render_feeds(result.feeds, args.seed)
@@ -63,7 +76,24 @@ def run(args: argparse.Namespace) -> int:
     _render.text(f"time     load {ms(result.load_seconds)}, run {ms(result.run_seconds)}")
     if args.save:
         _render.text(f"saved    {args.save}")
-    return 0
+    if finite is not None:
+        render_finite(finite.first_nonfinite, finite.notes, finite.checked)
+    return code
+
+
+def render_finite(first: NonFinite | None, notes: tuple[str, ...], checked: int) -> None:
+    """The first node producing NaN/Inf from finite inputs, with its inputs' ranges (or that none does)."""
+    for note in notes:
+        _render.warn(note)
+    if first is None:
+        _render.text(f"finite   no node produces NaN or Inf from finite inputs ({checked} tensors checked)")
+        return
+    what = ", ".join(f"{n} {k}" for k, n in (("NaN", first.nan), ("Inf", first.inf)) if n)
+    _render.text(f"NON-FINITE: node {first.node!r} ({first.op_type}) produces {what} in {first.tensor!r} "
+                 "from finite inputs")
+    rows = [(r.name, r.kind, "-" if r.min is None else f"{r.min:.6g}", "-" if r.max is None else f"{r.max:.6g}")
+            for r in first.inputs]
+    _render.table(rows, ["input", "kind", "min", "max"], indent=2)
 
 
 def render_feeds(notes: tuple[FeedNote, ...], seed: int) -> None:
