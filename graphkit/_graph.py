@@ -52,6 +52,11 @@ def paused_gc() -> Iterator[None]:
                 gc.enable()
 
 
+def position_ref(ref: str) -> int | None:
+    """The position a ``#<k>`` node reference names (``'#3'`` → 3), or None for anything else."""
+    return int(ref[1:]) if ref.startswith("#") and ref[1:].isdigit() else None
+
+
 def node_label(node: onnx.NodeProto, index: int | None = None) -> str:
     """A readable name for a node: ``'name' (OpType)``, or ``node #3 (OpType)`` when unnamed."""
     op = f"{node.domain}::{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
@@ -281,13 +286,24 @@ class GraphIndex:
                 found.setdefault(node.name, i)
         return found
 
+    @cached_property
+    def positions_by_name(self) -> dict[str, list[int]]:
+        """Node name → the positions of every node of that name, in order (a name should be unique;
+        a caller that needs one node refuses a repeated name)."""
+        found: dict[str, list[int]] = {}
+        for i, node in enumerate(self.nodes):
+            if node.name:
+                found.setdefault(node.name, []).append(i)
+        return found
+
     def node_index(self, ref: str | int) -> int | None:
         """The position of a node given by name, by position (an int, or ``#3``), or None."""
         if isinstance(ref, int):
             return ref if 0 <= ref < len(self.nodes) else None
         found = self.nodes_by_name.get(ref)
-        if found is None and ref.startswith("#") and ref[1:].isdigit() and int(ref[1:]) < len(self.nodes):
-            return int(ref[1:])
+        position = position_ref(ref) if found is None else None
+        if position is not None and position < len(self.nodes):
+            return position
         return found
 
     @cached_property
@@ -348,6 +364,19 @@ class GraphIndex:
                 continue
             found.add(i)
             stack.extend(producer[r] for r in reads(i) if r in producer)
+        return found
+
+    def downstream_nodes(self, start: Iterable[str]) -> set[int]:
+        """The indices of every node that reads ``start``, directly or through other nodes (a body's
+        outer-scope read counts as a read of the node holding the body)."""
+        consumers, nodes = self.consumers, self.nodes
+        found: set[int] = set()
+        stack = list(start)
+        while stack:
+            for reader in consumers.get(stack.pop(), ()):
+                if reader not in found:
+                    found.add(reader)
+                    stack.extend(o for o in nodes[reader].output if o)
         return found
 
     def initializers_in(self, names: Set[str]) -> list[onnx.TensorProto]:

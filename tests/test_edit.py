@@ -143,6 +143,37 @@ def test_unknown_node_suggests_close_names() -> None:
     assert "'Ad'" in str(err.value) and "'Add'" in err.value.hint
 
 
+def test_a_node_is_found_by_its_position_in_the_main_graph() -> None:
+    result = gk.rename_node(load("linear_func.onnx"), "#1", "plus")  # #1 is 'Add'
+    assert [n.name for n in result.graph.node] == ["Mul", "plus"]
+
+
+def test_a_position_past_the_last_node_names_the_range() -> None:
+    with pytest.raises(gk.EditError) as err:
+        gk.rename_node(load("linear_func.onnx"), "#2", "plus")
+    assert "has 2 nodes; there is no node #2" in str(err.value) and "#0 to #1" in err.value.hint
+
+
+def test_a_node_in_a_nested_body_is_found_by_name() -> None:
+    result = gk.set_op_type(load("if_outer_scope.onnx"), "inner_sub", "Add")
+    bodies = {n.name: n.op_type for g, _ in iter_graphs(result.graph) for n in g.node}
+    assert bodies["inner_sub"] == "Add" and bodies["inner_mul"] == "Mul"
+
+
+def test_a_name_two_nodes_share_is_refused_with_their_places() -> None:
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="twin"),
+                               helper.make_node("Neg", ["r"], ["y"], name="twin")], "twins",
+                              [value("x", onnx.TensorProto.FLOAT, [2])], [value("y", onnx.TensorProto.FLOAT, [2])])
+    model = gk.Model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    with pytest.raises(gk.EditError) as err:
+        gk.rename_node(model, "twin", "single")
+    assert "2 nodes are named 'twin'" in str(err.value) and "(main graph)" in str(err.value)
+    assert "'#3'" in err.value.hint
+    renamed = gk.rename_node(model, "#1", "single")
+    assert [n.name for n in renamed.graph.node] == ["twin", "single"]
+
+
 def test_set_op_type_unknown_operator_suggests() -> None:
     with pytest.raises(gk.NameNotFoundError) as err:
         gk.set_op_type(load("linear_func.onnx"), "Add", "Subb")

@@ -6,7 +6,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from graphkit._graph import GraphIndex, node_label, subgraph_outer_reads, subgraphs, toposort_proto
+from graphkit._graph import (
+    GraphIndex,
+    node_label,
+    position_ref,
+    subgraph_outer_reads,
+    subgraphs,
+    toposort_proto,
+)
 from graphkit.errors import CycleError
 
 
@@ -61,6 +68,25 @@ def test_producers_consumers_and_reads_of_a_chain() -> None:
     assert index.node_reads == [["x"], ["a", "w"], ["a", "b"]]
     assert (index.inputs, index.outputs, list(index.initializers)) == (["x"], ["y"], ["w"])
     assert index.nodes_by_name == {"A": 0, "B": 1, "C": 2}
+
+
+def test_node_lookup_by_name_and_by_position() -> None:
+    graph = _chain()
+    graph.node[2].name = "A"  # a repeated name: every position is listed, the first one answers
+    index = GraphIndex(graph)
+    assert index.positions_by_name == {"A": [0, 2], "B": [1]}
+    assert [index.node_index(ref) for ref in ("A", "B", "#2", 2, "#3", 3, "Z", "#x")] == [0, 1, 2, 2, None, None, None, None]
+    assert [position_ref(ref) for ref in ("#0", "#12", "12", "#", "#1a", "A")] == [0, 12, None, None, None, None]
+
+
+def test_downstream_nodes_follow_readers_bodies_included() -> None:
+    index = GraphIndex(_chain())
+    assert index.downstream_nodes(["a"]) == {1, 2}
+    assert index.downstream_nodes(["b"]) == {2}
+    assert index.downstream_nodes(["y", "nowhere"]) == set()
+    outer = GraphIndex(_if_reading_outer(depth=2))
+    assert outer.downstream_nodes(["x"]) == {0, 1}  # the If reads x from its else-branch; P reads it directly
+    assert outer.downstream_nodes(["p"]) == {0}  # read two levels down in the then-branch
 
 
 def test_defines_counts_inputs_initializers_outputs_and_the_outer_scope() -> None:

@@ -14,7 +14,7 @@ import onnx
 from onnx import helper
 
 from graphkit import _check_args as argcheck
-from graphkit._graph import GraphIndex, graph_tensor_names, node_label, subgraphs
+from graphkit._graph import GraphIndex, graph_tensor_names, node_label, position_ref, subgraphs
 from graphkit._model import Model, iter_graphs
 from graphkit._validate import check_or_raise
 from graphkit.errors import (
@@ -46,7 +46,8 @@ class _Found:
 
 
 def _all_node_names(proto: onnx.ModelProto) -> list[str]:
-    return [n.name for g, _ in iter_graphs(proto.graph) for n in g.node if n.name]
+    """Every node name of the model, bodies included (each once)."""
+    return [name for g, _ in iter_graphs(proto.graph) for name in GraphIndex(g).positions_by_name]
 
 
 def _find_node(model: Model, proto: onnx.ModelProto, name: str) -> _Found:
@@ -56,15 +57,17 @@ def _find_node(model: Model, proto: onnx.ModelProto, name: str) -> _Found:
         NodeNotFoundError: No node has that name (with did-you-mean).
         EditError: Several nodes share the name.
     """
-    hits = [_Found(g, i, where) for g, where in iter_graphs(proto.graph) for i, n in enumerate(g.node)
-            if n.name == name]
-    if not hits and name.startswith("#") and name[1:].isdigit():
-        index = int(name[1:])
-        if index < len(proto.graph.node):
-            return _Found(proto.graph, index, "main graph")
-        raise EditError(f"{model.name} has {len(proto.graph.node)} nodes; there is no node #{index}",
-                        hint=f"use #0 to #{len(proto.graph.node) - 1}, or a node name")
+    hits = [_Found(g, i, where) for g, where in iter_graphs(proto.graph)
+            for i in GraphIndex(g).positions_by_name.get(name, ())]
     if not hits:
+        main = GraphIndex(proto.graph)
+        index = main.node_index(name)  # (no node has the name: a '#<i>' position, if it is one)
+        if index is not None:
+            return _Found(proto.graph, index, "main graph")
+        position = position_ref(name)
+        if position is not None:
+            raise EditError(f"{model.name} has {len(main.nodes)} nodes; there is no node #{position}",
+                            hint=f"use #0 to #{len(main.nodes) - 1}, or a node name")
         raise not_found(NodeNotFoundError, "node", name, _all_node_names(proto), where=model.name)
     if len(hits) > 1:
         places = ", ".join(sorted({h.where for h in hits}))

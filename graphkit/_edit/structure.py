@@ -145,7 +145,7 @@ def remove_node(model: Model, /, node: str, *, downstream: bool = False, check: 
     index = GraphIndex(graph)
     doomed = {found.index}
     if downstream:
-        doomed |= _descendants(index, found.index)
+        doomed |= index.downstream_nodes(o for o in found.node.output if o)
     else:
         for name in (o for o in found.node.output if o):
             if name in index.consumers or name in index.outputs:
@@ -165,20 +165,6 @@ def remove_node(model: Model, /, node: str, *, downstream: bool = False, check: 
     return _finish(model, proto, check=check, what=f"remove_node {node}")
 
 
-def _descendants(index: GraphIndex, start: int) -> set[int]:
-    found: set[int] = set()
-    frontier = [start]
-    while frontier:
-        i = frontier.pop()
-        for name in (o for o in index.graph.node[i].output if o):
-            for reader in index.consumers.get(name, []):
-                if reader not in found:
-                    found.add(reader)
-                    frontier.append(reader)
-    return found
-
-
-@_noop_returns_input
 def insert_node(model: Model, /, after: str, op_type: str, *, inputs: Sequence[str | np.ndarray] = (),
                 attributes: Mapping[str, Any] | None = None, name: str | None = None, output: str | None = None,
                 domain: str = "", check: bool = True) -> Model:
@@ -229,7 +215,8 @@ def insert_node(model: Model, /, after: str, op_type: str, *, inputs: Sequence[s
     is_output = after in {o.name for o in graph.output}
     if is_output and after in {i.name for i in graph.input}:
         raise EditError(f"{after!r} is both a graph input and a graph output", hint="insert after another tensor")
-    position = _insert_position(graph, after)
+    producer = GraphIndex(graph).producer.get(after)
+    position = 0 if producer is None else producer + 1  # (right after the node that makes it)
     if is_output:
         node.input[0] = new_out
         node.output[0] = after
@@ -265,10 +252,3 @@ def _resolve_inputs(model: Model, proto: onnx.ModelProto, graph: onnx.GraphProto
             graph.initializer.append(numpy_helper.from_array(np.asarray(item), init_name))
             names.append(init_name)
     return names
-
-
-def _insert_position(graph: onnx.GraphProto, after: str) -> int:
-    for i, node in enumerate(graph.node):
-        if after in node.output:
-            return i + 1
-    return 0
