@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from graphkit._options import Backend, Balance, FeedOptions, OptLevel, Provider, Tolerance
     from graphkit._recipe import Recipe, Step, apply_recipe, load_recipe
     from graphkit._run import FeedNote, RunResult, TensorStats, make_feeds, run, run_detailed
+    from graphkit._simplify import Simplification, simplify, simplify_with_report
     from graphkit._split import Fragment, Port, Split, load_split, split, write_split
     from graphkit._summary import Summary, TensorSig, summarize
     from graphkit._validate import Issue, Report, toposort, validate
@@ -142,6 +143,7 @@ __all__ = [
     "Report",
     "RunResult",
     "RuntimeFailure",
+    "Simplification",
     "Split",
     "Step",
     "Summary",
@@ -195,6 +197,8 @@ __all__ = [
     "set_initializer",
     "set_op_type",
     "set_opset",
+    "simplify",
+    "simplify_with_report",
     "split",
     "summarize",
     "tensor_value",
@@ -212,6 +216,7 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "_convert": ("Clamped", "Float16Conversion", "KeptNode", "to_float16", "to_float16_with_report"),
     "_custom_ops": ("CustomOp", "custom_op", "load_python_ops"),
     "_options": ("Backend", "Balance", "FeedOptions", "OptLevel", "Provider", "Tolerance"),
+    "_simplify": ("Simplification", "simplify", "simplify_with_report"),
     "_build": ("GraphBuilder", "parse_model"),
     "_compare": (
         "Comparison", "Divergence", "FiniteCheck", "MarkerResult", "NonFinite", "TensorDiff", "ValueRange",

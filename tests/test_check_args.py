@@ -112,6 +112,9 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
         "set_opset": (gk.set_opset, {"model": model, "domain": "", "version": 18}),
         "cleanup": (gk.cleanup, {"model": model, "inputs": True}),
         "fold_constants": (gk.fold_constants, {"model": model, "max_bytes": 1024}),
+        "simplify": (gk.simplify, {"model": model, "max_bytes": 1024, "check": True}),
+        "simplify_with_report": (gk.simplify_with_report, {"model": model, "max_bytes": 1024, "check": True,
+                                                           "passes": ["fold", "dead"]}),
         "merge": (gk.merge, {"a": model, "b": model, "connect": {"y": "x"}, "prefixes": ("a/", "b/"),
                              "outputs": None}),
         "to_graphsurgeon": (gk.to_graphsurgeon, {"model": model}),
@@ -176,7 +179,8 @@ def test_hostile_arguments_raise_graphkit_errors_only(tmp_path: Path, monkeypatc
     raw: list[str] = []
     for name, (func, args) in sorted(table.items()):
         for param in args:
-            values = HOSTILE if name not in ("run_chain", "compare", "run", "run_detailed", "fold_constants", "check_finite") \
+            values = HOSTILE if name not in ("run_chain", "compare", "run", "run_detailed", "fold_constants", "check_finite",
+                                             "simplify", "simplify_with_report") \
                 else rng.sample(HOSTILE, 10)
             for value in values:
                 try:

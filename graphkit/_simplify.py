@@ -1,0 +1,784 @@
+"""simplify: the same computation in fewer nodes, every pass on every graph (If/Loop/Scan bodies too).
+
+The passes, run in rounds until a round changes nothing:
+
+- ``constants``: Constant nodes become initializers (a Constant that is itself a graph output stays:
+  an initializer cannot be one in every runtime).
+- ``identities``: Identity, and Dropout in inference (its mask unread, training_mode absent or
+  false), are removed by rewiring their readers to their input; an Identity that renames a tensor
+  into a graph output makes the producer write the output instead. A weight behind an Identity is
+  read where it is, never copied.
+- ``shapes``: Shape and Size of a tensor whose dims the typing engine (``graphkit._typing``) proves
+  static become constants, and so does a Gather of static dims out of a Shape whose other dims are
+  dynamic, so that ``Shape → Gather → Unsqueeze → Concat → Reshape`` folds into one Reshape.
+- ``fold``: nodes whose inputs are all constants (the graph's own, or an enclosing graph's for a
+  body) are evaluated once in ONNX Runtime (through ``graphkit._ort``) and replaced by initializers,
+  in batches whose weights stay within a byte budget; a value larger than ``max_bytes`` is not
+  stored (its nodes stay), no node reading a weight larger than ``max_bytes`` is evaluated, and
+  DequantizeLinear is kept (a QDQ model's weights stay quantized).
+- ``merge``: initializers with the same dtype, shape and bytes (or the same external location) are
+  merged into one.
+- ``dead``: dead nodes, unused initializers, graph inputs, local functions and opset imports go
+  (``graphkit.edit``'s linear prune).
+
+Weights stay where they are: nothing reads a weight except a fold that needs its value, and a
+2.7 GB model with external data is simplified reading its graph only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from graphkit import _check_args as argcheck
+from graphkit import _ort
+from graphkit._edit._common import _drop_opsets, _rename_scope
+from graphkit._edit.cleaning import _clean_functions, _clean_graph, _prune
+from graphkit._graph import GraphIndex, node_label, subgraphs
+from graphkit._io import tensor_nbytes, tensor_value
+from graphkit._model import Model, iter_graphs
+from graphkit._typing import Source, tensor_types, weightless
+from graphkit._validate import check_or_raise
+from graphkit.errors import GraphkitError, InvalidModelError, UsageError
+
+__all__ = ["PASSES", "Simplification", "op_counts", "run_passes", "simplify", "simplify_with_report"]
+
+log = logging.getLogger(__name__)
+
+#: The passes, in the order each round runs them.
+PASSES = ("constants", "identities", "shapes", "fold", "merge", "dead")
+#: Folded values larger than this are not stored (their nodes stay), by default.
+DEFAULT_MAX_BYTES = 64 * 2**20
+#: At most this many bytes of weights are handed to ONNX Runtime in one folding run.
+_BATCH_BYTES = 256 * 2**20
+_MAX_ROUNDS = 10
+
+_STANDARD = {"", "ai.onnx", "ai.onnx.ml"}
+#: Never folded: their outputs are not a function of their inputs, not tensors, or (DequantizeLinear)
+#: folding them would turn a quantized weight back into floats.
+_NOT_FOLDED = {
+    "Constant", "Identity", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
+    "Multinomial", "Bernoulli", "DequantizeLinear", "SequenceConstruct", "SequenceEmpty", "SequenceInsert",
+    "SequenceErase", "SplitToSequence", "Optional", "OptionalGetElement", "OptionalHasElement",
+}
+_INT64 = onnx.TensorProto.INT64
+
+
+@dataclass(frozen=True)
+class Simplification:
+    """What ``simplify_with_report`` did.
+
+    Attributes:
+        model: The simplified model (the input Model itself when nothing changed).
+        before: Op type → node count in the input, every graph (bodies included).
+        after: The same for the result.
+        changes: Pass → how many nodes it removed (``merge``: initializers merged; ``constants``:
+            Constant nodes turned into initializers).
+        rounds: How many rounds ran.
+    """
+
+    model: Model
+    before: Mapping[str, int]
+    after: Mapping[str, int]
+    changes: Mapping[str, int] = field(default_factory=dict)
+    rounds: int = 0
+
+    @property
+    def nodes_before(self) -> int:
+        """Nodes in the input, every graph."""
+        return sum(self.before.values())
+
+    @property
+    def nodes_after(self) -> int:
+        """Nodes in the result, every graph."""
+        return sum(self.after.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "nodes_before": self.nodes_before,
+            "nodes_after": self.nodes_after,
+            "before": dict(sorted(self.before.items())),
+            "after": dict(sorted(self.after.items())),
+            "changes": dict(self.changes),
+            "rounds": self.rounds,
+        }
+
+
+def op_counts(model: Model) -> dict[str, int]:
+    """Op type → node count over every graph of ``model`` (bodies included; custom ops as ``domain::Op``)."""
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    return dict(_op_counts(model.lazy_proto))
+
+
+def simplify(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check: bool = True) -> Model:
+    """The same computation in fewer nodes: every pass of ``PASSES`` until none changes anything.
+
+    Args:
+        model: The model (not changed).
+        max_bytes: Folded values larger than this stay computed by their nodes, and weights
+            larger than this are never read to fold a node.
+        check: Validate the result (onnx.checker's full check and graphkit's checks).
+
+    Returns:
+        The simplified model, or ``model`` itself when nothing could be simplified.
+
+    Raises:
+        InvalidModelError: Shape inference contradicts the model itself (naming the node and the
+            tensor), or the result fails validation.
+    """
+    return simplify_with_report(model, max_bytes=max_bytes, check=check).model
+
+
+def simplify_with_report(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check: bool = True,
+                         passes: Sequence[str] = PASSES) -> Simplification:
+    """``simplify``, with the op counts before and after and what each pass removed.
+
+    Args:
+        model: The model (not changed).
+        max_bytes: As for ``simplify``.
+        check: As for ``simplify``.
+        passes: The passes to run (a subset of ``PASSES``; they run in ``PASSES`` order).
+
+    Raises:
+        UsageError: An unknown pass.
+        InvalidModelError: As for ``simplify``.
+    """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.integer(max_bytes, "max_bytes", minimum=0, maximum=argcheck.INT64_MAX)
+    argcheck.boolean(check, "check")
+    wanted = _check_passes(passes)
+    before = _op_counts(model.lazy_proto)
+    result, changes, rounds = run_passes(model, wanted, max_bytes=max_bytes)
+    if result is not model and check:
+        check_or_raise(result, what="the simplified model")
+    return Simplification(result, dict(before), dict(_op_counts(result.lazy_proto)), changes, rounds)
+
+
+def _check_passes(passes: Any) -> list[str]:
+    given = argcheck.names(passes, "passes", what="pass name")
+    for name in given:
+        if name not in PASSES:
+            raise UsageError(f"unknown simplify pass {name!r} in passes", hint="use some of " + ", ".join(PASSES))
+    return [p for p in PASSES if p in given]
+
+
+def run_passes(model: Model, passes: Sequence[str], *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Model, dict[str, int], int]:
+    """Run ``passes`` (in ``PASSES`` order) in rounds until a round changes nothing; no validation.
+
+    Returns:
+        The result (``model`` itself when nothing changed), pass → changes, the number of rounds.
+
+    Raises:
+        InvalidModelError: Shape inference contradicts the model itself.
+    """
+    if "shapes" in passes:
+        _check_consistent(model)
+    proto = model.copy().lazy_proto
+    state = _State(model, proto, max_bytes)
+    changes: Counter[str] = Counter()
+    rounds = 0
+    for rounds in range(1, _MAX_ROUNDS + 1):  # noqa: B007 (the count is reported)
+        changed = 0
+        for name in PASSES:
+            if name in passes:
+                count = _PASS_FUNCTIONS[name](state)
+                changes[name] += count
+                changed += count
+        if not changed:
+            break
+    if not any(changes.values()):
+        return model, {p: 0 for p in passes}, rounds
+    return Model(proto, model.base_dir, None), {p: changes[p] for p in passes}, rounds
+
+
+class _State:
+    """The copy being simplified, the Model it came from (weights' folder) and the options."""
+
+    def __init__(self, model: Model, proto: onnx.ModelProto, max_bytes: int) -> None:
+        self.model = model
+        self.proto = proto
+        self.max_bytes = max_bytes
+        self.opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+        #: Nodes whose evaluation failed once (by id of their proto's serialization) are not tried again.
+        self.failed: set[bytes] = set()
+
+    def current(self) -> Model:
+        return Model(self.proto, self.model.base_dir, None)
+
+
+def _op_counts(proto: onnx.ModelProto) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for graph, _ in iter_graphs(proto.graph):
+        for node in graph.node:
+            op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+            counts[op] += 1
+    return counts
+
+
+def _node_total(proto: onnx.ModelProto) -> int:
+    return sum(len(graph.node) for graph, _ in iter_graphs(proto.graph))
+
+
+def _set_nodes(graph: onnx.GraphProto, nodes: Iterable[onnx.NodeProto]) -> None:
+    kept = list(nodes)
+    del graph.node[:]
+    graph.node.extend(kept)
+
+
+# --------------------------------------------------------------------- consistency before anything
+
+
+_NODE_IN_MESSAGE = re.compile(r"\(op_type:([\w.]+)(?:, node name: ([^)]*))?\)")
+
+
+def _check_consistent(model: Model) -> None:
+    """Refuse a model that ONNX shape inference finds contradicting itself, naming node and tensor.
+
+    Raises:
+        InvalidModelError: naming the node, its declared output (or inputs) and what inference says.
+    """
+    g = Source(model)
+    try:
+        onnx.shape_inference.infer_shapes(weightless(g), check_type=True, strict_mode=True, data_prop=False)
+    except onnx.shape_inference.InferenceError as err:
+        text = str(err).strip()
+        found = _NODE_IN_MESSAGE.search(text)
+        detail = text.split("\n")[0]
+        detail = detail[found.end():].lstrip(": ") if found else detail
+        detail = re.sub(r"^\[\w+\]\s*", "", detail)
+        where = None
+        if found is not None:
+            where = g.node_index(found.group(2)) if found.group(2) else _contradicting_node(g, found.group(1))
+        if where is None:
+            raise InvalidModelError(f"shape inference contradicts {model.name}: {detail}",
+                                    hint="run 'python -m graphkit check' on it to see where") from err
+        node = g.nodes[where]
+        tensors = _contradicted(g, node)
+        tensor = f", tensor {tensors[0]!r}" if tensors else ""
+        raise InvalidModelError(
+            f"shape inference contradicts {model.name} at {node_label(node, where)}{tensor}: {detail}",
+            hint=(f"the declared type of {tensors[0]!r} does not match what the node computes; correct or drop "
+                  "that value_info, or fix the input shapes" if tensors else
+                  "check the shapes of the node's inputs ('python -m graphkit check')"),
+        ) from err
+
+
+def _contradicting_node(g: Source, op_type: str) -> int | None:
+    """An unnamed node of ``op_type`` whose declared output type differs from what inference finds
+    without the declarations (the message names only the op)."""
+    candidates = [i for i, node in enumerate(g.nodes) if node.op_type == op_type]
+    if len(candidates) <= 1:
+        return candidates[0] if candidates else None
+    try:
+        inferred = onnx.shape_inference.infer_shapes(weightless(g, value_info=False), strict_mode=False)
+    except onnx.shape_inference.InferenceError:
+        return candidates[0]
+    types = {v.name: v.type for v in inferred.graph.value_info}
+    declared = {v.name: v.type for v in [*g.graph.value_info, *g.graph.output]}
+    for i in candidates:
+        for name in g.nodes[i].output:
+            if name in declared and name in types and _dims(declared[name]) != _dims(types[name]):
+                return i
+    return candidates[0]
+
+
+def _contradicted(g: Source, node: onnx.NodeProto) -> list[str]:
+    """The node's outputs whose type the model declares (the usual contradiction), else its inputs."""
+    declared = set(g.value_info) | set(g.outputs)
+    outputs = [o for o in node.output if o and o in declared]
+    return outputs or [i for i in node.input if i]
+
+
+# ------------------------------------------------------------------------------ Constant nodes
+
+
+def _pass_constants(state: _State) -> int:
+    return _constants_in(state.proto.graph, top=True, listed=state.proto.ir_version < 4)
+
+
+def _constants_in(graph: onnx.GraphProto, *, top: bool, listed: bool) -> int:
+    count = 0
+    for node in graph.node:
+        for sub in subgraphs(node):
+            count += _constants_in(sub, top=False, listed=listed)
+    if listed and not top:
+        return count  # (before IR 4 an initializer must also be a graph input, which a body cannot add)
+    outputs = {o.name for o in graph.output}
+    kept: list[onnx.NodeProto] = []
+    added: list[onnx.TensorProto] = []
+    for node in graph.node:
+        tensor = None
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.output) == 1 \
+                and node.output[0] not in outputs:
+            tensor = _constant_tensor(node)
+        if tensor is None:
+            kept.append(node)
+        else:
+            added.append(tensor)
+    if added:
+        _set_nodes(graph, kept)
+        graph.initializer.extend(added)
+        if listed:
+            graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in added)
+    return count + len(added)
+
+
+def _constant_tensor(node: onnx.NodeProto) -> onnx.TensorProto | None:
+    """The tensor a Constant node holds, named as its output; None for a sparse value."""
+    if len(node.attribute) != 1:
+        return None
+    attr, name = node.attribute[0], node.output[0]
+    kind = attr.name
+    if kind == "value":
+        tensor = onnx.TensorProto()
+        tensor.CopyFrom(attr.t)
+        tensor.name = name
+        return tensor
+    makers: dict[str, tuple[int, Any, list[int]]] = {
+        "value_float": (onnx.TensorProto.FLOAT, [attr.f], []),
+        "value_floats": (onnx.TensorProto.FLOAT, list(attr.floats), [len(attr.floats)]),
+        "value_int": (_INT64, [attr.i], []),
+        "value_ints": (_INT64, list(attr.ints), [len(attr.ints)]),
+        "value_string": (onnx.TensorProto.STRING, [attr.s], []),
+        "value_strings": (onnx.TensorProto.STRING, list(attr.strings), [len(attr.strings)]),
+    }
+    if kind not in makers:
+        return None
+    dtype, values, dims = makers[kind]
+    return helper.make_tensor(name, dtype, dims, values)
+
+
+# ------------------------------------------------------------------------ Identity and Dropout
+
+
+def _pass_identities(state: _State) -> int:
+    return _identities_in(state, state.proto.graph, {})
+
+
+def _identities_in(state: _State, graph: onnx.GraphProto, outer: Mapping[str, onnx.TensorProto]) -> int:
+    consts = _visible_constants(graph, outer)
+    count = 0
+    for node in graph.node:
+        for sub in subgraphs(node):
+            count += _identities_in(state, sub, consts)
+    index = GraphIndex(graph)
+    mapping: dict[str, str] = {}
+    removed: list[int] = []
+    for i, node in enumerate(index.nodes):
+        source = _passthrough(state, node, index, consts)
+        if source is not None and node.output[0] not in index.output_set:
+            mapping[node.output[0]] = source
+            removed.append(i)
+    if removed:
+        for name in mapping:  # (a chain of Identities reads its first input)
+            target = mapping[name]
+            while target in mapping:
+                target = mapping[target]
+            mapping[name] = target
+        _rename_scope(graph, mapping, defs=False, outputs=False)
+        _prune(graph, removed)
+        count += len(removed)
+    return count + _identities_into_outputs(state, graph, consts)
+
+
+def _identities_into_outputs(state: _State, graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto]) -> int:
+    """``out = Identity(t)`` with ``out`` a graph output: the producer of ``t`` writes ``out`` itself."""
+    index = GraphIndex(graph)
+    renames: dict[str, str] = {}
+    removed: list[int] = []
+    for i, node in enumerate(index.nodes):
+        source = _passthrough(state, node, index, consts)
+        if source is None or source in renames:
+            continue
+        producer = index.producer.get(source)
+        if producer is None or source in index.output_set or source in index.input_set:
+            continue
+        renames[source] = node.output[0]
+        removed.append(i)
+    if not removed:
+        return 0
+    doomed = set(removed)
+    _set_nodes(graph, (n for i, n in enumerate(index.nodes) if i not in doomed))
+    for name in renames:  # (the removed Identity's output keeps its declared type; the old name's goes)
+        _drop_value_info(graph, {name})
+    _rename_scope(graph, renames, defs=True, outputs=False)
+    return len(removed)
+
+
+def _drop_value_info(graph: onnx.GraphProto, names: set[str]) -> None:
+    kept = [v for v in graph.value_info if v.name not in names]
+    if len(kept) != len(graph.value_info):
+        del graph.value_info[:]
+        graph.value_info.extend(kept)
+
+
+def _passthrough(state: _State, node: onnx.NodeProto, index: GraphIndex,
+                 consts: Mapping[str, onnx.TensorProto]) -> str | None:
+    """The input a node passes through unchanged to its first output, or None."""
+    if node.domain not in ("", "ai.onnx") or not node.output or not node.output[0] or not node.input \
+            or not node.input[0]:
+        return None
+    if node.op_type == "Identity":
+        return node.input[0]
+    if node.op_type != "Dropout" or state.opset < 7:
+        return None
+    if len(node.output) > 1 and node.output[1] and (node.output[1] in index.consumers
+                                                    or node.output[1] in index.output_set):
+        return None
+    if len(node.input) > 2 and node.input[2]:
+        mode = consts.get(node.input[2])
+        if mode is None or tensor_nbytes(mode) != 1:
+            return None
+        if bool(np.asarray(tensor_value(state.model, mode)).reshape(-1)[0]):
+            return None
+    return node.input[0]
+
+
+def _visible_constants(graph: onnx.GraphProto, outer: Mapping[str, onnx.TensorProto]) -> dict[str, onnx.TensorProto]:
+    """Constants a graph's nodes can read: its initializers (not overridable inputs) and, unless
+    shadowed, its enclosing graphs'."""
+    defined = {i.name for i in graph.input} | {o for n in graph.node for o in n.output}
+    consts = {name: t for name, t in outer.items() if name not in defined}
+    inputs = {i.name for i in graph.input}
+    consts.update((t.name, t) for t in graph.initializer if t.name not in inputs)
+    return consts
+
+
+# ------------------------------------------------------------------------------- static shapes
+
+
+def _pass_shapes(state: _State) -> int:
+    return _shapes_in(state, state.proto.graph, top=True)
+
+
+def _shapes_in(state: _State, graph: onnx.GraphProto, *, top: bool) -> int:
+    count = 0
+    for node in graph.node:
+        for sub in subgraphs(node):
+            count += _shapes_in(state, sub, top=False)
+    shape_nodes = [n for n in graph.node if n.op_type in ("Shape", "Size") and n.domain in ("", "ai.onnx")
+                   and n.input and n.input[0]]
+    if not shape_nodes:
+        return count
+    names = list(dict.fromkeys(n.input[0] for n in shape_nodes))
+    types = _types_of(state, graph, names, top=top)
+    values: dict[str, np.ndarray] = {}
+    for node in shape_nodes:
+        dims = _dims(types.get(node.input[0]))
+        if dims is None:
+            continue
+        if node.op_type == "Size":
+            if all(isinstance(d, int) for d in dims):
+                values[node.output[0]] = np.array(prod(dims), np.int64)
+            continue
+        picked = _shape_slice(node, dims)
+        if all(isinstance(d, int) for d in picked):
+            values[node.output[0]] = np.array(picked, np.int64)
+        else:
+            values.update(_static_gathers(graph, node.output[0], picked))
+    if not values:
+        return count
+    return count + _replace_by_constants(graph, values)
+
+
+def _types_of(state: _State, graph: onnx.GraphProto, names: list[str], *, top: bool) -> dict[str, onnx.TypeProto]:
+    """Types of ``names``: the typing engine for the main graph, what a body declares for a body."""
+    if top:
+        try:
+            return tensor_types(state.current(), names, observe=False).types
+        except GraphkitError as err:
+            log.info("simplify: cannot type the inputs of Shape nodes: %s", err)
+            return {}
+    declared = {v.name: v.type for v in [*graph.input, *graph.value_info, *graph.output]}
+    for tensor in graph.initializer:
+        declared[tensor.name] = helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims))
+    return {n: declared[n] for n in names if n in declared}
+
+
+def _dims(tp: onnx.TypeProto | None) -> list[int | str] | None:
+    """The dims of a tensor type (a size, or a name for a dim not proven static), None if unranked."""
+    if tp is None or tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tp.tensor_type.shape.dim]
+
+
+def _shape_slice(node: onnx.NodeProto, dims: list[int | str]) -> list[int | str]:
+    start, end = 0, None
+    for attr in node.attribute:
+        if attr.name == "start":
+            start = attr.i
+        elif attr.name == "end":
+            end = attr.i
+    return dims[start:end]
+
+
+def _static_gathers(graph: onnx.GraphProto, shape: str, dims: list[int | str]) -> dict[str, np.ndarray]:
+    """Gathers of static dims out of a shape whose other dims are dynamic: output → its value."""
+    inits = {t.name: t for t in graph.initializer}
+    found: dict[str, np.ndarray] = {}
+    for node in graph.node:
+        if node.op_type != "Gather" or node.domain not in ("", "ai.onnx") or len(node.input) < 2 \
+                or node.input[0] != shape or node.input[1] not in inits:
+            continue
+        if any(a.name == "axis" and a.i != 0 for a in node.attribute):
+            continue
+        index_tensor = inits[node.input[1]]
+        if tensor_nbytes(index_tensor) > 1024 or index_tensor.data_location == onnx.TensorProto.EXTERNAL:
+            continue
+        indices = numpy_helper.to_array(index_tensor)
+        flat = [int(i) for i in indices.reshape(-1)]
+        if any(not -len(dims) <= i < len(dims) for i in flat):
+            continue
+        picked = [dims[i] for i in flat]
+        if all(isinstance(d, int) for d in picked):
+            found[node.output[0]] = np.array(picked, np.int64).reshape(indices.shape)
+    return found
+
+
+def _replace_by_constants(graph: onnx.GraphProto, values: Mapping[str, np.ndarray]) -> int:
+    """Replace the producers of ``values`` by initializers (Constant nodes for graph outputs)."""
+    index = GraphIndex(graph)
+    outputs = index.output_set
+    doomed = [index.producer[name] for name in values]
+    before = len(graph.node)
+    constants = []
+    for name, value in values.items():
+        if name in outputs:
+            constants.append(helper.make_node("Constant", [], [name], value=numpy_helper.from_array(value, name)))
+    _prune(graph, doomed, index=index)
+    graph.initializer.extend(numpy_helper.from_array(v, n) for n, v in values.items() if n not in outputs)
+    if constants:
+        graph.node.extend(constants)
+        _sort(graph)
+    return before - len(graph.node)
+
+
+def _sort(graph: onnx.GraphProto) -> None:
+    order = GraphIndex(graph).topological_order()
+    nodes = list(graph.node)
+    _set_nodes(graph, (nodes[i] for i in order))
+
+
+# ------------------------------------------------------------------------------ constant folding
+
+
+def _pass_fold(state: _State) -> int:
+    return _fold_in(state, state.proto.graph, {})
+
+
+def _fold_in(state: _State, graph: onnx.GraphProto, outer: Mapping[str, onnx.TensorProto]) -> int:
+    consts = _visible_constants(graph, outer)
+    count = 0
+    index = GraphIndex(graph)
+    folded = _foldable(state, index, consts)
+    if folded:
+        count += _fold(state, graph, index, folded, consts)
+        consts = _visible_constants(graph, outer)
+    for node in graph.node:
+        for sub in subgraphs(node):
+            count += _fold_in(state, sub, consts)
+    return count
+
+
+def _foldable(state: _State, index: GraphIndex, consts: Mapping[str, onnx.TensorProto]) -> list[int]:
+    """Nodes computable from constants alone, in topological order."""
+    known = set(consts)
+    found: list[int] = []
+    for i in index.topological_order():
+        node = index.nodes[i]
+        if node.domain not in _STANDARD or node.op_type in _NOT_FOLDED or not node.input or subgraphs(node):
+            continue
+        if not all(name and name in known for name in node.input):
+            continue
+        if any(name in consts and _too_big(consts[name], state.max_bytes) for name in node.input):
+            continue
+        if node.SerializeToString() in state.failed:
+            continue
+        found.append(i)
+        known.update(o for o in node.output if o)
+    return found
+
+
+def _too_big(tensor: onnx.TensorProto, limit: int) -> bool:
+    size = tensor_nbytes(tensor)
+    return size > limit or (size < 0 and tensor.ByteSize() > limit)
+
+
+def _fold(state: _State, graph: onnx.GraphProto, index: GraphIndex, order: list[int],
+          consts: Mapping[str, onnx.TensorProto]) -> int:
+    """Evaluate the nodes at ``order`` and replace what leaves them by constants; the count removed."""
+    folded = set(order)
+    outside = {name for i, reads in enumerate(index.node_reads) if i not in folded for name in reads}
+    boundary_of = outside | index.output_set
+    values = _evaluate(state, [index.nodes[i] for i in order], consts, boundary_of)
+    folded = {i for i in folded if all(o in values for o in index.nodes[i].output if o)}
+    while True:  # a value too large to store keeps its node, and so what that node reads is needed
+        wanted = _boundary(index, folded)
+        too_big = {index.producer[n] for n in wanted if values[n].nbytes > state.max_bytes}
+        if not too_big:
+            break
+        folded -= too_big
+    if not folded:
+        return 0
+    return _replace_by_constants(graph, {name: values[name] for name in _boundary(index, folded)}) or 0
+
+
+def _boundary(index: GraphIndex, folded: set[int]) -> list[str]:
+    """Outputs of folded nodes that something outside the folded set (or a graph output) reads."""
+    read = {name for i, reads in enumerate(index.node_reads) if i not in folded for name in reads}
+    read |= index.output_set
+    return [o for i in sorted(folded) for o in index.nodes[i].output if o and o in read]
+
+
+def _evaluate(state: _State, nodes: list[onnx.NodeProto], consts: Mapping[str, onnx.TensorProto],
+              keep: set[str]) -> dict[str, np.ndarray]:
+    """Values of the nodes' outputs that ``keep`` names or later nodes read, in batches of bounded weight."""
+    later_reads: Counter[str] = Counter(name for node in nodes for name in node.input)
+    values: dict[str, np.ndarray] = {}
+    batch: list[onnx.NodeProto] = []
+    weights: set[str] = set()
+    weight_bytes = 0
+    for node in nodes:
+        new = {n for n in node.input if n in consts and n not in weights}
+        size = sum(max(tensor_nbytes(consts[n]), 0) for n in new)
+        if batch and weight_bytes + size > _BATCH_BYTES:
+            _run_batch(state, batch, consts, values, keep, later_reads)
+            batch, weights, weight_bytes = [], set(), 0
+            new = {n for n in node.input if n in consts}
+            size = sum(max(tensor_nbytes(consts[n]), 0) for n in new)
+        batch.append(node)
+        weights |= new
+        weight_bytes += size
+    if batch:
+        _run_batch(state, batch, consts, values, keep, later_reads)
+    return {name: value for name, value in values.items() if name in keep}
+
+
+def _run_batch(state: _State, batch: list[onnx.NodeProto], consts: Mapping[str, onnx.TensorProto],
+               values: dict[str, np.ndarray], keep: set[str], later_reads: Counter[str]) -> None:
+    for node in batch:
+        for name in node.input:
+            later_reads[name] -= 1
+    _run_nodes(state, batch, consts, values, keep, later_reads, every_output=False)
+
+
+def _run_nodes(state: _State, nodes: list[onnx.NodeProto], consts: Mapping[str, onnx.TensorProto],
+               values: dict[str, np.ndarray], keep: set[str], later_reads: Counter[str], *, every_output: bool) -> None:
+    made: set[str] = set()
+    runnable: list[onnx.NodeProto] = []
+    for node in nodes:  # (a node whose input failed to fold cannot run)
+        if all(name in values or name in consts or name in made for name in node.input):
+            runnable.append(node)
+            made.update(o for o in node.output if o)
+    wanted = [o for n in runnable for o in n.output if o and (every_output or o in keep or later_reads[o] > 0)]
+    if not wanted:
+        return
+    try:
+        found = _run(state, runnable, consts, values, wanted)
+    except GraphkitError as err:
+        if len(runnable) == 1:
+            log.info("simplify: not folding %s: %s", node_label(runnable[0]), err)
+            state.failed.add(runnable[0].SerializeToString())
+            return
+        for node in runnable:  # (one node ONNX Runtime cannot run must not stop the others)
+            _run_nodes(state, [node], consts, values, keep, later_reads, every_output=True)
+        return
+    values.update(found)
+
+
+def _run(state: _State, nodes: list[onnx.NodeProto], consts: Mapping[str, onnx.TensorProto],
+         values: Mapping[str, np.ndarray], wanted: list[str]) -> dict[str, np.ndarray]:
+    made = {o for n in nodes for o in n.output if o}
+    fed = {name: values[name] for n in nodes for name in n.input if name not in made and name in values}
+    needed = {name for n in nodes for name in n.input} - made - set(fed)
+    graph = helper.make_graph(
+        list(nodes), "fold",
+        [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+         for name, v in fed.items()],
+        [helper.make_empty_tensor_value_info(name) for name in wanted],
+        initializer=[consts[name] for name in sorted(needed) if name in consts],
+    )
+    source = state.proto
+    part = helper.make_model(graph, opset_imports=list(source.opset_import), ir_version=max(source.ir_version, 7))
+    part.functions.extend(source.functions)
+    model = Model(part, state.model.base_dir)
+    session = _ort.session(model, opt_level="disable")
+    found = _ort.run_session(session, wanted, fed, "a constant part")
+    return {name: value for name, value in zip(wanted, found) if isinstance(value, np.ndarray)}
+
+
+# -------------------------------------------------------------------------- identical constants
+
+
+def _pass_merge(state: _State) -> int:
+    return sum(_merge_in(graph, state.max_bytes) for graph, _ in list(iter_graphs(state.proto.graph)))
+
+
+def _merge_in(graph: onnx.GraphProto, limit: int) -> int:
+    """Merge initializers with equal dtype, dims and data (inline, up to ``limit`` bytes) or the same
+    external location; the first of each kind stays."""
+    keep_as_is = {i.name for i in graph.input} | {o.name for o in graph.output}
+    first: dict[tuple[int, tuple[int, ...], bytes], str] = {}
+    mapping: dict[str, str] = {}
+    for tensor in graph.initializer:
+        if tensor.name in keep_as_is or (_too_big(tensor, limit) and tensor.data_location != onnx.TensorProto.EXTERNAL):
+            continue
+        key = (tensor.data_type, tuple(tensor.dims), _digest(tensor))
+        if key in first:
+            mapping[tensor.name] = first[key]
+        else:
+            first[key] = tensor.name
+    if not mapping:
+        return 0
+    _rename_scope(graph, mapping, defs=False, outputs=False)
+    kept = [t for t in graph.initializer if t.name not in mapping]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    _drop_value_info(graph, set(mapping))
+    return len(mapping)
+
+
+def _digest(tensor: onnx.TensorProto) -> bytes:
+    """The tensor's data (or where it lies) as a digest, without its name and doc string."""
+    bare = onnx.TensorProto()
+    bare.CopyFrom(tensor)
+    bare.ClearField("name")
+    bare.ClearField("doc_string")
+    return hashlib.sha256(bare.SerializeToString(deterministic=True)).digest()
+
+
+# -------------------------------------------------------------------------------------- dead code
+
+
+def _pass_dead(state: _State) -> int:
+    proto = state.proto
+    before = _node_total(proto) + sum(len(g.initializer) for g, _ in iter_graphs(proto.graph)) + len(proto.graph.input)
+    functions, opsets = len(proto.functions), len(proto.opset_import)
+    _clean_graph(proto.graph, top=True, inputs=True)
+    _clean_functions(proto)
+    used = {n.domain if n.domain != "ai.onnx" else "" for g, _ in iter_graphs(proto.graph) for n in g.node}
+    used |= {n.domain if n.domain != "ai.onnx" else "" for f in proto.functions for n in f.node}
+    _drop_opsets(proto, {o.domain if o.domain != "ai.onnx" else "" for o in proto.opset_import} - used - {""})
+    after = _node_total(proto) + sum(len(g.initializer) for g, _ in iter_graphs(proto.graph)) + len(proto.graph.input)
+    return before - after + functions - len(proto.functions) + opsets - len(proto.opset_import)
+
+
+_PASS_FUNCTIONS = {
+    "constants": _pass_constants,
+    "identities": _pass_identities,
+    "shapes": _pass_shapes,
+    "fold": _pass_fold,
+    "merge": _pass_merge,
+    "dead": _pass_dead,
+}

@@ -1,0 +1,107 @@
+"""The simplify verb: the op-count table, verification against the input, exit codes, nothing written on error."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import ROOT, digest, fixture
+
+import graphkit as gk
+from graphkit.cli import main
+
+EXPORTED = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[2, 6] x) => (float[2, 2, 3] y) <float[6] k = {1.0, 2.0, 3.0, 4.0, 5.0, 6.0}> {
+  s = Shape(x)
+  i0 = Constant<value = int64 {0}>()
+  b = Gather(s, i0)
+  ax = Constant<value = int64[1] {0}>()
+  bu = Unsqueeze(b, ax)
+  rest = Constant<value = int64[2] {2, 3}>()
+  shp = Concat<axis = 0>(bu, rest)
+  kk = Identity(k)
+  xk = Mul(x, kk)
+  y = Reshape(xk, shp)
+}"""
+
+
+@pytest.fixture
+def exported(tmp_path: Path) -> Path:
+    path = tmp_path / "exported.onnx"
+    gk.save(gk.parse_model(EXPORTED), path)
+    return path
+
+
+def test_simplify_prints_the_op_table_and_writes_a_verified_model(exported: Path, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out.onnx"
+    before = digest(exported)
+    assert main(["simplify", str(exported), str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "Constant   3      0" in text and "Shape      1      0" in text and "total      10     2" in text
+    assert "verified: 1 output(s) within tolerance" in text and f"wrote {out}" in text
+    result = gk.load(out)
+    onnx.checker.check_model(str(out), full_check=True)
+    assert [n.op_type for n in result.graph.node] == ["Mul", "Reshape"]
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(2, 6)}
+    np.testing.assert_array_equal(gk.run(result, feeds)["y"], gk.run(gk.load(exported), feeds)["y"])
+    assert digest(exported) == before
+
+
+def test_simplify_json(exported: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simplify", str(exported), str(tmp_path / "o.onnx"), "--json", "--no-verify"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["nodes_before"] == 10 and data["nodes_after"] == 2 and data["verified"] is None
+    assert data["after"] == {"Mul": 1, "Reshape": 1} and data["changes"]["constants"] == 3
+
+
+def test_a_result_that_differs_is_not_written(exported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    import graphkit.cli.simplify as verb
+
+    real = verb.simplify_with_report
+
+    def wrong(model: gk.Model, **kw: object) -> gk.Simplification:
+        report = real(model, **kw)  # type: ignore[arg-type]
+        broken = gk.set_op_type(report.model, "#0", "Add")
+        return gk.Simplification(broken, report.before, report.after, report.changes, report.rounds)
+
+    monkeypatch.setattr(verb, "simplify_with_report", wrong)
+    out = tmp_path / "out.onnx"
+    assert main(["simplify", str(exported), str(out)]) == 1
+    captured = capsys.readouterr()
+    assert "not written" in captured.err and "first divergence: node" in captured.err and "(Add)" in captured.err
+    assert not out.exists()
+    assert main(["simplify", str(exported), str(out), "--no-verify"]) == 0
+    assert out.exists()
+
+
+def test_a_contradiction_exits_2_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.onnx"
+    gk.save(gk.parse_model('<ir_version: 8, opset_import: ["" : 17]>\ng (float[2, 3] x) => (float[2, 3] y) '
+                           "<float[2, 4] r> { r = Relu(x)\n y = Neg(r) }"), bad)
+    out = tmp_path / "out.onnx"
+    assert main(["simplify", str(bad), str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "graphkit: error: shape inference contradicts" in err and "'r'" in err and "hint:" in err
+    assert "Traceback" not in err and not out.exists()
+
+
+def test_skip_leaves_a_pass_out(exported: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o.onnx"
+    assert main(["simplify", str(exported), str(out), "--skip", "identities", "--skip", "shapes", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["after"].get("Identity") == 1 and data["after"].get("Shape") == 1
+
+
+def test_simplify_through_python_dash_m(tmp_path: Path) -> None:
+    out = tmp_path / "o.onnx"
+    done = subprocess.run([sys.executable, "-m", "graphkit", "simplify", str(fixture("if_outer_scope.onnx")),
+                           str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "verified" in done.stdout and out.exists()

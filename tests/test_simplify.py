@@ -1,0 +1,297 @@
+"""simplify: every pass on small models built the way exporters build them, and on onnx's light models.
+
+Every result is checked with onnx.checker (full) and run in ONNX Runtime against the input's values.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import LIGHT, fixture
+from onnx import helper, numpy_helper
+
+import graphkit as gk
+import graphkit._simplify as passes
+from graphkit._model import is_external
+
+OPSET = '<ir_version: 8, opset_import: ["" : 17]>'
+
+
+def parse(body: str) -> gk.Model:
+    return gk.parse_model(OPSET + "\n" + body)
+
+
+def assert_same_values(before: gk.Model, after: gk.Model, **dims: int) -> None:
+    """``after`` passes onnx.checker's full check and computes what ``before`` does, on seeded inputs."""
+    onnx.checker.check_model(str(after.path) if after.path else after.proto, full_check=True)
+    options = gk.FeedOptions(seed=3, dims=dims)
+    expected, found = gk.run(before, feed_options=options), gk.run(after, feed_options=options)
+    assert set(found) == set(expected)
+    for name, value in expected.items():
+        np.testing.assert_allclose(found[name], value, rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+def ops(model: gk.Model) -> list[str]:
+    return [n.op_type for n in model.graph.node]
+
+
+EXPORTED_BLOCK = """
+block (float[batch, seq, 8] x) => (float[batch, seq, 8] y)
+<float[8, 8] wq = {1.0, 0.5, 0, 0, 0, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0, 0, 0, 0, 1.0, 0, 0,
+                   0, 0, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0, 0, 0, 0, 1.0, 0, 0, 0, 0, 0,
+                   0, 0, 1.0, 0.25}>
+{
+  q = MatMul(x, wq)
+  s = Shape(x)
+  i0 = Constant<value = int64 {0}>()
+  b = Gather<axis = 0>(s, i0)
+  i1 = Constant<value = int64 {1}>()
+  n = Gather<axis = 0>(s, i1)
+  ax = Constant<value = int64[1] {0}>()
+  bu = Unsqueeze(b, ax)
+  nu = Unsqueeze(n, ax)
+  heads = Constant<value = int64[1] {2}>()
+  width = Constant<value = int64[1] {4}>()
+  split_shape = Concat<axis = 0>(bu, nu, heads, width)
+  q4 = Reshape(q, split_shape)
+  qt = Transpose<perm = [0, 2, 1, 3]>(q4)
+  att = Mul(qt, qt)
+  back = Transpose<perm = [0, 2, 1, 3]>(att)
+  minus1 = Constant<value = int64[1] {-1}>()
+  merge_shape = Concat<axis = 0>(bu, nu, minus1)
+  merged = Reshape(back, merge_shape)
+  dropped = Dropout(merged)
+  y = Identity(dropped)
+}
+"""
+
+
+# ------------------------------------------------------------------------------------ the passes
+
+
+def test_constant_nodes_become_initializers_all_878() -> None:
+    b = gk.GraphBuilder("consts")
+    x = b.input("x", "float32", [4])
+    for i in range(878):
+        x = b.node("Add", [x, b.constant(np.full(4, i, np.float32), f"c{i}")])
+    b.output(x, "float32", [4])
+    model = b.build()
+    result = gk.simplify_with_report(model, passes=["constants"])
+    assert "Constant" not in ops(result.model)
+    assert len(result.model.graph.initializer) == 878
+    assert result.changes["constants"] == 878
+    assert_same_values(model, result.model)
+
+
+def test_a_constant_that_is_a_graph_output_stays_a_node() -> None:
+    model = parse("g (float[2] x) => (float[2] y, float[2] k) { k = Constant<value = float[2] {1.0, 2.0}>()\n"
+                  " y = Add(x, k) }")
+    result = gk.simplify(model)
+    assert ops(result) == ["Constant", "Add"]
+    assert_same_values(model, result)
+
+
+def test_identity_and_inference_dropout_go_without_copying_the_weight() -> None:
+    weight = np.arange(4096, dtype=np.float32).reshape(64, 64)
+    b = gk.GraphBuilder("ident")
+    x = b.input("x", "float32", [1, 64])
+    w = b.node("Identity", [b.initializer(weight, "w")], outputs=["w_alias"])
+    h = b.node("MatMul", [x, w])
+    h = b.node("Dropout", [h], outputs=["h_drop"])
+    b.node("Identity", [h], outputs=["y"])
+    b.output("y", "float32", [1, 64])
+    model = b.build()
+    result = gk.simplify(model)
+    assert ops(result) == ["MatMul"]
+    assert result.graph.node[0].output[0] == "y"  # the producer writes the graph output itself
+    assert [t.name for t in result.graph.initializer] == ["w"]
+    assert result.proto.ByteSize() < model.proto.ByteSize()
+    assert_same_values(model, result)
+
+
+def test_training_dropout_and_a_read_mask_stay() -> None:
+    model = parse("g (float[4] x) => (float[4] y) <bool on = {1}, float r = {0.5}> { y = Dropout(x, r, on) }")
+    assert gk.simplify(model) is model
+    masked = parse("g (float[4] x) => (float[4] y, bool[4] mask) { y, mask = Dropout(x) }")
+    assert gk.simplify(masked) is masked
+
+
+def test_exported_shape_chain_becomes_constant_reshapes_when_dims_are_static() -> None:
+    model = parse(EXPORTED_BLOCK.replace("batch, seq", "2, 5"))
+    result = gk.simplify(model)
+    assert sorted(ops(result)) == ["MatMul", "Mul", "Reshape", "Reshape", "Transpose", "Transpose"]
+    shapes = {t.name: numpy_helper.to_array(t).tolist() for t in result.graph.initializer if t.data_type == 7}
+    assert sorted(shapes.values()) == [[2, 5, -1], [2, 5, 2, 4]]
+    assert_same_values(model, result)
+
+
+def test_dynamic_dims_keep_their_shape_computation() -> None:
+    model = parse(EXPORTED_BLOCK)
+    result = gk.simplify(model)
+    assert "Shape" in ops(result) and "Constant" not in ops(result) and "Identity" not in ops(result)
+    assert "Dropout" not in ops(result)
+    for batch, seq in ((1, 1), (2, 7)):
+        assert_same_values(model, result, batch=batch, seq=seq)
+
+
+def test_a_static_dim_gathered_from_a_dynamic_shape_is_folded() -> None:
+    model = parse("g (float[batch, 6] x) => (float[batch, 2, 3] y) {\n s = Shape(x)\n"
+                  " one = Constant<value = int64 {1}>()\n d = Gather(s, one)\n"
+                  " three = Constant<value = int64 {3}>()\n h = Div(d, three)\n"
+                  " ax = Constant<value = int64[1] {0}>()\n hu = Unsqueeze(h, ax)\n"
+                  " m1 = Constant<value = int64[1] {-1}>()\n t = Constant<value = int64[1] {3}>()\n"
+                  " shp = Concat<axis = 0>(m1, hu, t)\n y = Reshape(x, shp) }")
+    result = gk.simplify(model)
+    assert ops(result) == ["Reshape"]
+    assert numpy_helper.to_array(result.graph.initializer[0]).tolist() == [-1, 2, 3]
+    assert_same_values(model, result, batch=3)
+
+
+def test_folding_reaches_if_and_loop_bodies() -> None:
+    model = parse("""
+g (bool c, float[2] x) => (float[2] y) <float[2] k = {1.0, 2.0}> {
+  y = If(c) <
+    then_branch = t () => (float[2] a) { two = Constant<value = float[2] {2.0, 2.0}>()\n k2 = Mul(k, two)\n
+                                         k3 = Add(k2, two)\n a = Add(x, k3) },
+    else_branch = e () => (float[2] b) { k4 = Neg(k)\n b = Sub(x, k4) }
+  >
+}""")
+    result = gk.simplify(model)
+    then, other = result.graph.node[0].attribute[0].g, result.graph.node[0].attribute[1].g
+    branches = {result.graph.node[0].attribute[0].name: then, result.graph.node[0].attribute[1].name: other}
+    assert ops_of(branches["then_branch"]) == ["Add"] and ops_of(branches["else_branch"]) == ["Sub"]
+    for c in (True, False):
+        feeds = {"c": np.array(c), "x": np.array([1.0, -1.0], np.float32)}
+        np.testing.assert_allclose(gk.run(result, feeds)["y"], gk.run(model, feeds)["y"])
+    onnx.checker.check_model(result.proto, full_check=True)
+
+
+def ops_of(graph: onnx.GraphProto) -> list[str]:
+    return [n.op_type for n in graph.node]
+
+
+def test_a_constant_branch_output_becomes_a_constant_node() -> None:
+    model = parse("""
+g (bool c, float[2] x) => (float[2] y) <float[2] k = {1.0, 2.0}> {
+  y = If(c) <
+    then_branch = t () => (float[2] a) { a = Neg(k) },
+    else_branch = e () => (float[2] b) { b = Abs(x) }
+  >
+}""")
+    result = gk.simplify(model)
+    assert ops_of(result.graph.node[0].attribute[0].g) == ["Constant"]
+    onnx.checker.check_model(result.proto, full_check=True)
+    feeds = {"c": np.array(True), "x": np.array([1.0, -1.0], np.float32)}
+    np.testing.assert_allclose(gk.run(result, feeds)["y"], [-1.0, -2.0])
+
+
+def test_loop_invariant_constants_fold_in_the_body() -> None:
+    model = gk.load(fixture("loop_scan.onnx"))
+    result = gk.simplify(model)
+    assert_same_values(model, result)
+
+
+def test_identical_constants_merge_and_unused_things_go() -> None:
+    b = gk.GraphBuilder("dups")
+    x = b.input("x", "float32", [3])
+    b.input("unused", "float32", [3])
+    a = b.node("Add", [x, b.initializer(np.ones(3, np.float32), "one_a")])
+    m = b.node("Mul", [a, b.initializer(np.ones(3, np.float32), "one_b")])
+    b.initializer(np.zeros(3, np.float32), "never_read")
+    b.output(m, "float32", [3])
+    model = b.build()
+    model.proto.opset_import.append(helper.make_opsetid("com.example", 1))
+    result = gk.simplify_with_report(model)
+    assert [t.name for t in result.model.graph.initializer] == ["one_a"]
+    assert [i.name for i in result.model.graph.input] == ["x"]
+    assert [o.domain for o in result.model.proto.opset_import] == [""]
+    assert result.changes["merge"] == 1
+    options = gk.FeedOptions(seed=1)
+    np.testing.assert_allclose(gk.run(result.model, feed_options=options)[m],
+                               gk.run(model, feed_options=options)[m])
+
+
+def test_a_value_above_max_bytes_keeps_its_node() -> None:
+    model = parse("g (float[256] x) => (float[256] y) <float[256] k = {" + ", ".join(["1.0"] * 256) + "}> {\n"
+                  " big = Mul(k, k)\n y = Add(x, big) }")
+    assert ops(gk.simplify(model, max_bytes=512)) == ["Mul", "Add"]
+    assert ops(gk.simplify(model, max_bytes=1024)) == ["Add"]
+
+
+def test_an_op_runtime_cannot_fold_is_left_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = parse("g (float[2] x) => (float[2] y) <float[2] k = {1.0, 2.0}> {\n"
+                  " kk = Neg(k)\n ks = Sin(k)\n z = Add(x, kk)\n y = Add(z, ks) }")
+    real = passes._run
+
+    def refuse_sin(state, nodes, *args):  # type: ignore[no-untyped-def]
+        if any(n.op_type == "Sin" for n in nodes):
+            raise gk.RuntimeFailure("no Sin here", hint="")
+        return real(state, nodes, *args)
+
+    monkeypatch.setattr(passes, "_run", refuse_sin)
+    result = gk.simplify(model)
+    assert ops(result) == ["Sin", "Add", "Add"]
+    assert_same_values(model, result)
+
+
+def test_external_weights_stay_on_disk(tmp_path: Path) -> None:
+    shutil.copytree(fixture("ext_weights"), tmp_path / "ext")
+    model = gk.load(tmp_path / "ext" / "model.onnx")
+    copy = model.copy()
+    first = copy.lazy_proto.graph.node[0]
+    alias = helper.make_node("Identity", [first.input[1]], ["alias"], name="alias")
+    first.input[1] = "alias"
+    copy.lazy_proto.graph.node.insert(0, alias)
+    edited = gk.Model(copy.lazy_proto, model.base_dir)
+    result = gk.simplify(edited)
+    assert "Identity" not in ops(result)
+    assert all(is_external(t) for t in result.lazy_proto.graph.initializer if t.name in
+               {t.name for t in model.lazy_proto.graph.initializer if is_external(t)})
+    (tmp_path / "out").mkdir()
+    gk.save(result, tmp_path / "out" / "model.onnx")
+    assert_same_values(model, gk.load(tmp_path / "out" / "model.onnx"))
+
+
+def test_simplify_is_pure_and_returns_the_input_when_nothing_changes() -> None:
+    model = parse(EXPORTED_BLOCK)
+    before = model.lazy_proto.SerializeToString()
+    gk.simplify(model)
+    assert model.lazy_proto.SerializeToString() == before
+    plain = gk.load(fixture("linear_func.onnx"))
+    assert gk.simplify(plain) is plain
+    assert gk.simplify_with_report(plain).changes == dict.fromkeys(passes.PASSES, 0)
+
+
+# ---------------------------------------------------------------------------------------- errors
+
+
+def test_a_contradiction_in_the_file_names_node_and_tensor() -> None:
+    model = parse("g (float[2, 3] x) => (float[2, 3] y) <float[2, 4] r> { r = Relu(x)\n y = Neg(r) }")
+    with pytest.raises(gk.InvalidModelError) as err:
+        gk.simplify(model)
+    assert "node #0 (Relu)" in err.value.message and "'r'" in err.value.message
+    assert "(3) vs (4)" in err.value.message and "value_info" in err.value.hint
+
+
+def test_unknown_pass_is_a_usage_error() -> None:
+    with pytest.raises(gk.UsageError) as err:
+        gk.simplify_with_report(parse(EXPORTED_BLOCK), passes=["fold", "fuse"])
+    assert "'fuse'" in err.value.message and "constants" in err.value.hint
+
+
+# ---------------------------------------------------------------------------------- light models
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", sorted(LIGHT.glob("light_*.onnx")), ids=lambda p: p.stem)
+def test_light_models_simplify_to_the_same_values(path: Path) -> None:
+    model = gk.load(path)
+    result = gk.simplify(model)
+    assert sum(gk.simplify_with_report(model).after.values()) <= len(model.graph.node)
+    assert "Dropout" not in ops(result) and "Identity" not in ops(result)
+    if result is not model:
+        assert_same_values(model, result)
