@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         extract,
         extract_with_report,
     )
+    from graphkit._infer import Retyped, ShapeInference, Untyped, infer_shapes, infer_shapes_with_report
     from graphkit._io import load, save, tensor_value
     from graphkit._model import Model
     from graphkit._options import Backend, Balance, FeedOptions, OptLevel, Provider, Tolerance
@@ -141,8 +142,10 @@ __all__ = [
     "Provider",
     "Recipe",
     "Report",
+    "Retyped",
     "RunResult",
     "RuntimeFailure",
+    "ShapeInference",
     "Simplification",
     "Split",
     "Step",
@@ -154,6 +157,7 @@ __all__ = [
     "TensorType",
     "Tolerance",
     "UnsafePathError",
+    "Untyped",
     "UsageError",
     "ValueRange",
     "WriteError",
@@ -172,6 +176,8 @@ __all__ = [
     "extract_with_report",
     "fold_constants",
     "from_graphsurgeon",
+    "infer_shapes",
+    "infer_shapes_with_report",
     "initializer_to_input",
     "input_to_initializer",
     "insert_node",
@@ -215,6 +221,7 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "_chain": ("ChainResult", "FragmentRun", "OutputDiff", "run_chain"),
     "_convert": ("Clamped", "Float16Conversion", "KeptNode", "to_float16", "to_float16_with_report"),
     "_custom_ops": ("CustomOp", "custom_op", "load_python_ops"),
+    "_infer": ("Retyped", "ShapeInference", "Untyped", "infer_shapes", "infer_shapes_with_report"),
     "_options": ("Backend", "Balance", "FeedOptions", "OptLevel", "Provider", "Tolerance"),
     "_simplify": ("Simplification", "simplify", "simplify_with_report"),
     "_build": ("GraphBuilder", "parse_model"),

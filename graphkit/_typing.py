@@ -36,7 +36,10 @@ from graphkit._graph import GraphIndex, node_reads, subgraphs
 from graphkit._model import Model
 from graphkit.errors import GraphkitError
 
-__all__ = ["Source", "Typing", "has_dtype", "has_shape", "tensor_types", "value_info_of", "weightless"]
+__all__ = [
+    "DimNamer", "Source", "Typing", "has_dtype", "has_shape", "is_anonymous", "symbolic_types", "tensor_types",
+    "type_dims", "value_info_of", "weightless",
+]
 
 log = logging.getLogger(__name__)
 
@@ -581,6 +584,14 @@ def _symbolic_types(
             if v.name in wanted and has_dtype(v.type)}
 
 
+def symbolic_types(model: Model | Source, names: Sequence[str]) -> dict[str, onnx.TypeProto]:
+    """The types ONNX Runtime's symbolic shape inference gives the main-graph tensors ``names``,
+    with the model's declared types set aside ({} when it is unavailable, fails, or would run on
+    more than ``SYMBOLIC_MAX_NODES`` nodes). Dims it cannot size stay anonymous."""
+    g = model if isinstance(model, Source) else Source(model)
+    return _symbolic_types(g, list(names), {}, None, (), value_info=False)
+
+
 def _data_free_to_inputs(graph: onnx.GraphProto) -> None:
     kept: list[onnx.TensorProto] = []
     moved: list[onnx.TensorProto] = []
@@ -713,30 +724,54 @@ def _probe_feeds(model: Model) -> tuple[dict[str, np.ndarray] | None, str]:
 def _name_unknown_dims(g: Source, types: dict[str, onnx.TypeProto], names: Sequence[str]) -> None:
     """Give every anonymous dim (no size, no name, or inference's ``unk__N``) of ``names`` a fresh
     name no dim of the model uses, so it stays symbolic and two such dims are never taken as equal."""
-    taken: set[str] | None = None
-    count = 0
+    namer: DimNamer | None = None
     for name in names:
         tp = types.get(name)
         if tp is None or not _has_anonymous_dim(tp):
             continue
-        if taken is None:
-            taken = _dim_names(g.graph)
+        if namer is None:
+            namer = DimNamer(_dim_names(g.graph))
         tp = _copy(tp)
-        renamed: dict[str, str] = {}
-        for dim in _dims(tp):
-            if dim.HasField("dim_value") or (dim.dim_param and not dim.dim_param.startswith("unk__")):
+        namer.name_dims(_dims(tp), {})
+        types[name] = tp
+
+
+def is_anonymous(dim: onnx.TensorShapeProto.Dimension) -> bool:
+    """Whether a dim says nothing: no size, and no name or only inference's placeholder ``unk__N``."""
+    return not dim.HasField("dim_value") and (not dim.dim_param or dim.dim_param.startswith("unk__"))
+
+
+class DimNamer:
+    """Fresh dim names (``unk_1``, ``unk_2``, …) that none of ``taken`` uses, given out in order."""
+
+    def __init__(self, taken: set[str]) -> None:
+        self.taken = taken
+        self.count = 0
+
+    def __call__(self) -> str:
+        self.count += 1
+        while f"unk_{self.count}" in self.taken:
+            self.count += 1
+        return f"unk_{self.count}"
+
+    def name_dims(self, dims: Iterable[onnx.TensorShapeProto.Dimension], renamed: dict[str, str]) -> None:
+        """Name every anonymous dim of ``dims``; one placeholder ``unk__N`` (a dim inference knows
+        to be the same wherever it appears) gets one fresh name, recorded in ``renamed``."""
+        for dim in dims:
+            if not is_anonymous(dim):
                 continue
             if dim.dim_param in renamed:
                 dim.dim_param = renamed[dim.dim_param]
                 continue
-            count += 1
-            while f"unk_{count}" in taken:
-                count += 1
-            fresh = f"unk_{count}"
+            fresh = self()
             if dim.dim_param:
                 renamed[dim.dim_param] = fresh
             dim.dim_param = fresh
-        types[name] = tp
+
+
+def type_dims(tp: onnx.TypeProto) -> list[onnx.TensorShapeProto.Dimension]:
+    """The dims of a tensor type, or of the tensors inside a sequence, optional or map value."""
+    return _dims(tp)
 
 
 def _dims(tp: onnx.TypeProto) -> list[onnx.TensorShapeProto.Dimension]:
@@ -754,8 +789,7 @@ def _dims(tp: onnx.TypeProto) -> list[onnx.TensorShapeProto.Dimension]:
 
 
 def _has_anonymous_dim(tp: onnx.TypeProto) -> bool:
-    return any(not d.HasField("dim_value") and (not d.dim_param or d.dim_param.startswith("unk__"))
-               for d in _dims(tp))
+    return any(is_anonymous(d) for d in _dims(tp))
 
 
 def _copy(tp: onnx.TypeProto) -> onnx.TypeProto:

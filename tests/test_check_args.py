@@ -79,6 +79,8 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
         "to_float16_with_report": (gk.to_float16_with_report, {"model": model, "keep_io_types": True,
                                                                "keep_op": (), "keep_node": ()}),
         "toposort": (gk.toposort, {"model": model}),
+        "infer_shapes": (gk.infer_shapes, {"model": model, "observe": True, "check": True}),
+        "infer_shapes_with_report": (gk.infer_shapes_with_report, {"model": model, "observe": False, "check": False}),
         "validate": (gk.validate, {"model": model, "checker": True, "full_check": True}),
         "diff": (gk.diff, {"a": model, "b": other, "tolerance": gk.Tolerance()}),
         "extract": (gk.extract, {"model": model, "inputs": ["m"], "outputs": ["y"], "check": True, "types": None,
