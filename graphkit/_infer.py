@@ -30,6 +30,9 @@ from dataclasses import dataclass, field
 import onnx
 
 from graphkit import _check_args as argcheck
+from graphkit._graph import node_label
+from graphkit._model import Model, iter_graphs
+from graphkit._summary import dtype_name
 from graphkit._typing import (
     DimNamer,
     Source,
@@ -41,11 +44,8 @@ from graphkit._typing import (
     value_info_of,
     weightless,
 )
-from graphkit.errors import InvalidModelError
-from graphkit._graph import node_label
-from graphkit._model import Model, iter_graphs
-from graphkit._summary import dtype_name
 from graphkit._validate import check_or_raise
+from graphkit.errors import InvalidModelError
 
 __all__ = ["Retyped", "ShapeInference", "Untyped", "describe_type", "infer_shapes", "infer_shapes_with_report",
            "refresh_types"]

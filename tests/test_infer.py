@@ -11,8 +11,8 @@ import pytest
 from conftest import LIGHT, fixture
 
 import graphkit as gk
-from graphkit._ort import run_session, session
 from graphkit._model import iter_graphs
+from graphkit._ort import run_session, session
 
 
 def _types(graph: onnx.GraphProto) -> dict[str, list[int | str]]:
