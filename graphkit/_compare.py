@@ -55,6 +55,7 @@ from graphkit.errors import (
     NameNotFoundError,
     TensorNotFoundError,
     UsageError,
+    did_you_mean,
     not_found,
 )
 
@@ -62,6 +63,7 @@ __all__ = [
     "BACKENDS",
     "Comparison",
     "Divergence",
+    "Fusion",
     "MarkerResult",
     "TensorDiff",
     "Tolerance",
@@ -83,6 +85,7 @@ BACKENDS: dict[str, str] = {
 DEFAULT_FRAGMENT_BYTES = 64 * 2**20
 _CHUNK = 1 << 20  # elements per step when computing figures, to bound temporaries
 _MAX_FRAGMENT_NODES = 64  # the largest fragment a local check re-runs
+_FIRST_NAMES = 5  # unmatched names listed in a report (the counts are complete)
 
 Progress = Callable[[int, int], None]
 
@@ -227,6 +230,28 @@ class Divergence:
 
 
 @dataclass(frozen=True)
+class Fusion:
+    """A candidate tensor whose producer absorbed reference nodes (an optimizer's fusion).
+
+    Attributes:
+        tensor: The candidate tensor (matched on both sides).
+        node: Its producer in the candidate.
+        op_type: That producer's operator (``FusedConv``, or the same operator with folded weights).
+        absorbed: Reference tensors between this one and the previous matched ones that the
+            candidate does not have (their nodes were folded into ``node``).
+    """
+
+    tensor: str
+    node: str
+    op_type: str
+    absorbed: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"tensor": self.tensor, "node": self.node, "op_type": self.op_type, "absorbed": list(self.absorbed)}
+
+
+@dataclass(frozen=True)
 class Comparison:
     """The result of ``compare``.
 
@@ -236,12 +261,16 @@ class Comparison:
         tensors: Every compared tensor, in the candidate's topological order.
         first_divergence: The first node out of tolerance, or None.
         tolerance: The global tolerance.
-        unmatched: Reference-side names (npz keys, mapping entries) that matched no candidate tensor.
+        unmatched: Reference-side names (npz keys, tensors of the first model) that matched no
+            candidate tensor.
         notes: Warnings worth showing (inputs the reference file lacks, skipped tensors).
         runs: How many fragment runs each side needed.
         feeds: How each input of the model run first was obtained (given, or generated with its dims).
         first_nonfinite: With ``check_finite``: the first candidate node producing NaN/Inf from finite
             inputs, or None.
+        unmatched_candidate: Candidate tensors worth comparing that matched no reference name.
+        outputs: The candidate's graph outputs that were compared.
+        fusions: Candidate tensors whose producer absorbed reference nodes (two models only).
     """
 
     reference: str
@@ -254,16 +283,33 @@ class Comparison:
     runs: int = 0
     feeds: tuple[FeedNote, ...] = ()
     first_nonfinite: NonFinite | None = None
+    unmatched_candidate: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    fusions: tuple[Fusion, ...] = ()
 
     @property
     def passed(self) -> bool:
-        """True when every compared tensor is within tolerance."""
-        return all(t.passed for t in self.tensors)
+        """True when every compared tensor is within tolerance (a fused or renamed value, whose
+        downstream tensors match again, does not fail the comparison)."""
+        return not self.failed
 
     @property
     def failed(self) -> list[TensorDiff]:
-        """The tensors out of tolerance."""
-        return [t for t in self.tensors if not t.passed]
+        """The tensors out of tolerance (fused or renamed values left out: see ``fused``)."""
+        return [t for t in self.tensors if not t.passed and t.origin != "fused"]
+
+    @property
+    def fused(self) -> list[TensorDiff]:
+        """Tensors out of tolerance whose value is not the reference's by design: their producer
+        changed (an optimizer fused a node into it, or reused its name) and every tensor computed
+        from them downstream matches again."""
+        return [t for t in self.tensors if t.origin == "fused"]
+
+    @property
+    def outputs_passed(self) -> bool | None:
+        """Whether the compared graph outputs are within tolerance (None when none was compared)."""
+        found = [t for t in self.tensors if t.name in self.outputs]
+        return all(t.passed for t in found) if found else None
 
     def tensor(self, name: str) -> TensorDiff:
         """The figures of a tensor, by candidate name, reference name or marker name.
@@ -285,13 +331,21 @@ class Comparison:
             "reference": self.reference,
             "candidate": self.candidate,
             "tolerance": self.tolerance.to_dict(),
+            "outputs_passed": self.outputs_passed,
             "compared": len(self.tensors),
+            "matched": len(self.tensors),
             "failed": len(failed),
             "local": sum(1 for t in failed if t.origin == "local"),
             "inherited": sum(1 for t in failed if t.origin == "inherited"),
+            "fused": [t.name for t in self.fused],
+            "fusions": [f.to_dict() for f in self.fusions],
             "first_divergence": None if self.first_divergence is None else self.first_divergence.to_dict(),
             "tensors": [t.to_dict() for t in self.tensors],
-            "unmatched": list(self.unmatched),
+            "unmatched": {
+                "reference": {"count": len(self.unmatched), "names": list(self.unmatched[:_FIRST_NAMES])},
+                "candidate": {"count": len(self.unmatched_candidate),
+                              "names": list(self.unmatched_candidate[:_FIRST_NAMES])},
+            },
             "notes": list(self.notes),
             "runs": self.runs,
             "feeds": [n.to_dict() for n in self.feeds],
@@ -823,6 +877,7 @@ class _Pair:
     candidate: str
     reference: str
     marker: str | None
+    quantized: bool = False  # a QDQ candidate's dequantized value against the float reference
 
 
 def compare(
@@ -929,12 +984,16 @@ def compare(
     if other is None and ref_backend == candidate_backend and same_provider:
         raise UsageError(f"both sides would run {model.name} on {BACKENDS[ref_backend]}: nothing to compare",
                          hint="pick another --backend (ort-noopt or reference) or --candidate-provider, or give a second model")
-    pairs, unmatched = _match_models(ref, cand, mapping or {})
+    pairs, renamed_inputs = _match_models(ref, cand, mapping or {})
+    unmatched: tuple[list[str], list[str]] = ([], [])
     if tensors is None:
-        worth = set(cand.comparable(constants=constants))
-        pairs = [p for p in pairs if p.candidate in worth]
-    return _compare_models(ref, cand, pairs, unmatched, ref_backend, candidate_backend, feeds, gen, tol,
-                           tolerances, tensors, fragment_bytes, local_checks, progress,
+        worth = cand.comparable(constants=constants)
+        pairs = [p for p in pairs if p.candidate in set(worth)]
+        paired_ref, paired_cand = {p.reference for p in pairs}, {p.candidate for p in pairs}
+        unmatched = ([n for n in ref.comparable(constants=constants) if n not in paired_ref],
+                     [n for n in worth if n not in paired_cand])
+    return _compare_models(ref, cand, pairs, unmatched, renamed_inputs, ref_backend, candidate_backend, feeds,
+                           gen, tol, tolerances, tensors, fragment_bytes, local_checks, progress,
                            ref_config=ref_config, cand_config=cand_config, check_finite=check_finite)
 
 
@@ -999,18 +1058,21 @@ def _side_settings(provider: Any, reference_provider: Any, candidate_provider: A
     return sides[0], sides[1]
 
 
-def _match_models(ref: _Graph, cand: _Graph, mapping: Mapping[str, str]) -> tuple[list[_Pair], list[str]]:
-    """Pairs of (candidate, reference) tensors in the candidate's order; names in ``mapping`` unknown."""
+def _match_models(ref: _Graph, cand: _Graph, mapping: Mapping[str, str]) -> tuple[list[_Pair], dict[str, str]]:
+    """Pairs of (candidate, reference) tensors in the candidate's order, and the candidate's graph
+    inputs that ``mapping`` renames (candidate name → reference name)."""
     ref_names = set(ref.position) | set(ref.index.inputs)
-    cand_names = set(cand.position)
+    cand_names = set(cand.position) | set(cand.index.inputs)
     for a, b in mapping.items():
         if a not in ref_names and a not in ref.markers:
-            raise not_found(TensorNotFoundError, "tensor", a, ref.index.tensor_names, where=ref.label)
+            raise not_found(TensorNotFoundError, "tensor", a, sorted(ref_names | set(ref.markers)), where=ref.label)
         if b not in cand_names and b not in cand.markers:
-            raise not_found(TensorNotFoundError, "tensor", b, cand.index.tensor_names, where=cand.label)
+            raise not_found(TensorNotFoundError, "tensor", b, sorted(cand_names | set(cand.markers)), where=cand.label)
     to_ref: dict[str, str] = {}
     for a, b in mapping.items():
         to_ref[cand.markers.get(b, b)] = ref.markers.get(a, a)
+    cand_inputs = set(cand.index.inputs) - set(cand.index.initializers)
+    renamed_inputs = {b: a for b, a in to_ref.items() if b in cand_inputs}
     for name, tensor in cand.markers.items():
         if name in ref.markers:
             to_ref.setdefault(tensor, ref.markers[name])
@@ -1024,7 +1086,7 @@ def _match_models(ref: _Graph, cand: _Graph, mapping: Mapping[str, str]) -> tupl
         target = to_ref.get(name, name)
         if target in ref.position:
             pairs.append(_Pair(name, target, cand.marker_of(name)))
-    return pairs, []
+    return _qdq_pairs(ref, cand, pairs), renamed_inputs
 
 
 def _restrict(pairs: list[_Pair], tensors: Sequence[str] | None, cand: _Graph) -> list[_Pair]:
@@ -1061,8 +1123,9 @@ def _check_tolerance_names(tolerances: Mapping[str, Tolerance], pairs: list[_Pai
             raise TensorNotFoundError(f"tolerance for {name!r}: {err.message}", hint=err.hint)
 
 
-def _compare_models(ref: _Graph, cand: _Graph, pairs: list[_Pair], unmatched: list[str], ref_backend: str,
-                    cand_backend: str, feeds: Mapping[str, Any] | None, gen: _FeedOptions, tol: Tolerance,
+def _compare_models(ref: _Graph, cand: _Graph, pairs: list[_Pair], unmatched: tuple[list[str], list[str]],
+                    renamed_inputs: Mapping[str, str], ref_backend: str, cand_backend: str,
+                    feeds: Mapping[str, Any] | None, gen: _FeedOptions, tol: Tolerance,
                     tolerances: Mapping[str, Tolerance] | None, tensors: Sequence[str] | None,
                     budget: int, local_checks: int, progress: Progress | None, *,
                     ref_config: Settings | None = None, cand_config: Settings | None = None,
@@ -1073,7 +1136,7 @@ def _compare_models(ref: _Graph, cand: _Graph, pairs: list[_Pair], unmatched: li
                          hint="map names that differ with --map mapping.json ({\"name_in_A\": \"name_in_B\"})")
     _check_tolerance_names(tolerances or {}, pairs, cand.label)
     ref_feeds = gen.make(ref.model, feeds)
-    cand_feeds = _map_feeds(ref_feeds, cand, ref.label)
+    cand_feeds = _map_feeds(ref_feeds, cand, ref.label, renamed_inputs)
     plan = _Plan.build(cand, pairs, set(cand_feeds))
     ref_walker = _Walker(ref, ref_backend, ref_feeds, {p.reference for p in pairs}, budget=budget,
                          label=_side_label(ref, ref_backend, ref_config), config=ref_config)
@@ -1084,24 +1147,35 @@ def _compare_models(ref: _Graph, cand: _Graph, pairs: list[_Pair], unmatched: li
                           label=_side_label(cand, cand_backend, cand_config), progress=progress, config=cand_config,
                           notes=runner.notes)
     ref_walker.notes = runner.notes
+    runner.ref = ref if ref is not cand else None
     result = runner.run(pairs, cand_walker)
     finite = _scan_finite(cand, cand_backend, cand_feeds, cand_config, budget) if check_finite else None
+    if ref is not cand and tensors is None:
+        weights = _qdq_weights(ref, cand, cand_backend, tol, tolerances or {}, cand_config)
+        result = (tuple(weights) + result[0], result[1], result[2])
     return Comparison(_side_label(ref, ref_backend, ref_config), _side_label(cand, cand_backend, cand_config),
-                      result[0], result[1], tol, tuple(unmatched), tuple(result[2]), ref_walker.runs + cand_walker.runs,
-                      tuple(gen.notes), finite.first_nonfinite if finite else None)
+                      result[0], result[1], tol, tuple(unmatched[0]), tuple(result[2]), ref_walker.runs + cand_walker.runs,
+                      tuple(gen.notes), finite.first_nonfinite if finite else None,
+                      unmatched_candidate=tuple(unmatched[1]), outputs=tuple(cand.index.outputs),
+                      fusions=() if ref is cand else _fusions(ref, cand, pairs, unmatched[0], result[0]))
 
 
-def _map_feeds(feeds: Mapping[str, np.ndarray], cand: _Graph, where: str) -> dict[str, np.ndarray]:
-    """The reference side's feeds for the candidate: same names, cast to the candidate's input dtypes."""
+def _map_feeds(feeds: Mapping[str, np.ndarray], cand: _Graph, where: str,
+              renamed: Mapping[str, str]) -> dict[str, np.ndarray]:
+    """The reference side's feeds for the candidate: same names (or as ``renamed`` maps them), cast to
+    the candidate's input dtypes."""
     specs = input_specs(cand.model)
     mapped: dict[str, np.ndarray] = {}
     for spec in specs:
-        if spec.name not in feeds:
+        source = renamed.get(spec.name, spec.name)
+        if source not in feeds:
+            close = did_you_mean(spec.name, feeds)
             raise FeedError(
                 f"{cand.label} has input {spec.name!r}, which {where} does not have",
-                hint="both models must take the same inputs (by name)",
+                hint="map renamed inputs with --map mapping.json ({\"name_in_A\": \"name_in_B\"})"
+                + (f" ({close})" if close else ""),
             )
-        value = feeds[spec.name]
+        value = feeds[source]
         mapped[spec.name] = value.astype(spec.dtype) if value.dtype != spec.dtype else value
     return mapped
 
@@ -1158,9 +1232,12 @@ def _compare_npz(cand: _Graph, values: Mapping[str, np.ndarray], label: str, can
                      notes=runner.notes)
     tensors_, first, more_notes = runner.run(pairs, walker)
     finite = _scan_finite(cand, cand_backend, cand_feeds, cand_config, budget) if check_finite else None
+    paired = {p.candidate for p in pairs}
+    unmatched_cand = tuple(n for n in cand.comparable() if n not in paired) if tensors is None else ()
     return Comparison(label, _side_label(cand, cand_backend, cand_config), tensors_, first, tol, tuple(unmatched),
                       tuple(notes + more_notes), walker.runs, tuple(gen.notes),
-                      finite.first_nonfinite if finite else None)
+                      finite.first_nonfinite if finite else None,
+                      unmatched_candidate=unmatched_cand, outputs=tuple(cand.index.outputs))
 
 
 # ---------------------------------------------------------------------------------- local checks
@@ -1246,10 +1323,10 @@ class _Runner:
         self.checks_left = local_checks
         self.dtypes: dict[str, np.dtype] = {n: v.dtype for n, v in feeds.items()}
         self.notes: list[str] = []
+        self.ref: _Graph | None = None  # the reference model, when it is another model (fused values)
 
     def run(self, pairs: list[_Pair], walker: _Walker) -> tuple[tuple[TensorDiff, ...], Divergence | None, list[str]]:
         results: list[TensorDiff] = []
-        first: Divergence | None = None
         position = {p.candidate: k for k, p in enumerate(pairs)}
         self.to_ref = {p.candidate: p.reference for p in pairs}
         pending = {p.candidate: p for p in pairs}
@@ -1260,14 +1337,16 @@ class _Runner:
                     continue
                 diff = self._compare_one(pair, batch[name])
                 if diff is not None:
-                    if not diff.passed and first is None:
-                        first = self._divergence(diff)
                     results.append(diff)
                 self.source.release(position[name])
             del batch
         if pending:
             self.notes.append(f"{len(pending)} tensor(s) were not produced by the candidate run: "
                               + ", ".join(repr(n) for n in list(pending)[:5]))
+        if self.ref is not None:
+            results = _mark_fused(results, self.ref, self.cand, pairs)
+        failing = next((t for t in results if not t.passed and t.origin != "fused"), None)
+        first = None if failing is None else self._divergence(failing)
         return tuple(results), first, self.notes
 
     def _compare_one(self, pair: _Pair, value: np.ndarray) -> TensorDiff | None:
@@ -1555,3 +1634,204 @@ def _range_of(name: str, kind: str, value: Any) -> ValueRange:
         if chunk.size:
             lo, hi = min(lo, float(chunk.min())), max(hi, float(chunk.max()))
     return ValueRange(name, kind, lo if math.isfinite(lo) else None, hi if math.isfinite(hi) else None, nan, inf)
+
+
+# ------------------------------------------------------------------------------ fused and renamed
+
+
+def _mark_fused(results: list[TensorDiff], ref: _Graph, cand: _Graph, pairs: Sequence[_Pair]) -> list[TensorDiff]:
+    """Failed tensors whose producer changed and whose nearest compared tensors downstream all pass
+    are fused or renamed values (an optimizer folded a node into their producer, or gave its output
+    another tensor's name), not divergences."""
+    by_name = {t.name: t for t in results}
+    to_ref = {p.candidate: p.reference for p in pairs}
+    quantized = {p.candidate for p in pairs if p.quantized}
+    paired_ref = set(to_ref.values())
+    marked = []
+    for t in results:
+        if not t.passed and t.name not in quantized:
+            downstream = _next_compared(cand, t.name, by_name)
+            change = _producer_change(ref, cand, t.name, t.reference_name, to_ref) if downstream else None
+            if change is not None and all(by_name[d].passed for d in downstream):
+                gone = _unmatched_downstream(ref, t.reference_name, paired_ref)
+                folded = f"; the reference's {', '.join(repr(g) for g in gone[:3])} has no counterpart" if gone else ""
+                t = replace(t, origin="fused", reason=(
+                    f"fused or renamed: its producer changed ({change}) and what is computed from it "
+                    f"({', '.join(repr(d) for d in downstream[:3])}) matches again{folded}"))
+        marked.append(t)
+    return marked
+
+
+def _fusions(ref: _Graph, cand: _Graph, pairs: Sequence[_Pair], unmatched: Sequence[str],
+             tensors: Sequence[TensorDiff]) -> tuple[Fusion, ...]:
+    """Matched tensors whose candidate producer changed and absorbed reference tensors that have no
+    counterpart (``unmatched``, walking the reference upstream to the previous matched tensors)."""
+    to_ref = {p.candidate: p.reference for p in pairs}
+    gone = set(unmatched)
+    found = []
+    covered: set[str] = set()
+    for t in tensors:  # a fused value (its name kept, its producer changed) absorbed what follows it
+        node = cand.node_of(t.name)
+        if t.origin == "fused" and node is not None:
+            absorbed = [n for n in _unmatched_downstream(ref, t.reference_name, set(to_ref.values())) if n in gone]
+            absorbed += [n for n in _unmatched_upstream(ref, t.reference_name, gone) if n not in absorbed]
+            covered.update(absorbed)
+            found.append(Fusion(t.name, node.name or node.op_type, node.op_type, tuple(absorbed)))
+    done = {f.tensor for f in found}
+    for p in pairs:
+        if p.quantized or p.candidate in done or _producer_change(ref, cand, p.candidate, p.reference, to_ref) is None:
+            continue
+        absorbed = [n for n in _unmatched_upstream(ref, p.reference, gone) if n not in covered]
+        node = cand.node_of(p.candidate)
+        if absorbed and node is not None:
+            covered.update(absorbed)
+            found.append(Fusion(p.candidate, node.name or node.op_type, node.op_type, tuple(absorbed)))
+    return tuple(found)
+
+
+def _unmatched_upstream(graph: _Graph, tensor: str, gone: set[str], limit: int = 64) -> list[str]:
+    """The tensors in ``gone`` (no counterpart) that ``tensor`` is computed from on the reference
+    side through other such tensors."""
+    index = graph.index
+    found: list[str] = []
+    stack = [tensor]
+    seen = {tensor}
+    while stack and len(found) < limit:
+        i = index.producer.get(stack.pop())
+        if i is None:
+            continue
+        for name in index.node_reads[i]:
+            if name in gone and name not in seen:
+                seen.add(name)
+                found.append(name)
+                stack.append(name)
+    return sorted(found, key=lambda n: graph.position.get(n, 0))
+
+
+def _next_compared(graph: _Graph, tensor: str, compared: Mapping[str, TensorDiff], limit: int = 10_000) -> list[str]:
+    """The compared tensors nearest downstream of ``tensor`` (each path stops at the first one)."""
+    index, nodes = graph.index, graph.model.lazy_proto.graph.node
+    found: list[str] = []
+    seen = {tensor}
+    stack = [tensor]
+    while stack and len(seen) < limit:
+        name = stack.pop()
+        for i in index.consumers.get(name, []):
+            for out in nodes[i].output:
+                if not out or out in seen:
+                    continue
+                seen.add(out)
+                if out in compared:
+                    found.append(out)
+                else:
+                    stack.append(out)
+    return sorted(found, key=lambda n: graph.position.get(n, 0))
+
+
+def _unmatched_downstream(graph: _Graph, tensor: str, paired: set[str], limit: int = 64) -> list[str]:
+    """Tensors computed from ``tensor`` on the reference side, up to the next paired ones, that have
+    no counterpart (what an optimizer folded away)."""
+    index, nodes = graph.index, graph.model.lazy_proto.graph.node
+    found: list[str] = []
+    stack = [tensor]
+    seen = {tensor}
+    while stack and len(found) < limit:
+        name = stack.pop()
+        for i in index.consumers.get(name, []):
+            for out in nodes[i].output:
+                if out and out not in seen and out not in paired:
+                    seen.add(out)
+                    found.append(out)
+                    stack.append(out)
+    return sorted(found, key=lambda n: graph.position.get(n, 0))
+
+
+def _producer_change(ref: _Graph, cand: _Graph, tensor: str, ref_tensor: str, to_ref: Mapping[str, str]) -> str | None:
+    """How the candidate's producer of ``tensor`` differs from the reference's producer of
+    ``ref_tensor`` (operator, inputs, attributes, weights), or None when they are the same."""
+    c, r = cand.node_of(tensor), ref.node_of(ref_tensor)
+    if c is None or r is None:
+        return None if c is None and r is None else "a graph input on one side"
+    if (c.op_type, c.domain) != (r.op_type, r.domain):
+        return f"{r.op_type} -> {c.op_type}"
+    if len(c.input) != len(r.input):
+        return f"{r.op_type} with {len(r.input)} inputs -> {len(c.input)}"
+    for a, b in zip(c.input, r.input):
+        a_weight, b_weight = cand.index.initializers.get(a), ref.index.initializers.get(b)
+        if a_weight is not None and b_weight is not None:
+            if _weight_key(a_weight) != _weight_key(b_weight):
+                return f"{c.op_type} weight {a!r} differs from the reference's {b!r}"
+        elif to_ref.get(a, a) != b:
+            return f"{c.op_type} reads {a!r} where the reference reads {b!r}"
+    if sorted(x.SerializeToString() for x in c.attribute) != sorted(x.SerializeToString() for x in r.attribute):
+        return f"{c.op_type} attributes differ"
+    return None
+
+
+def _weight_key(tensor: onnx.TensorProto) -> bytes:
+    """A weight's content as bytes, without its name (external weights: where they lie)."""
+    copy = onnx.TensorProto()
+    copy.CopyFrom(tensor)
+    copy.name = ""
+    return copy.SerializeToString()
+
+
+# ------------------------------------------------------------------------------------ float vs QDQ
+
+_DQ_SUFFIX = "_DequantizeLinear_Output"
+
+
+def _qdq_pairs(ref: _Graph, cand: _Graph, pairs: list[_Pair]) -> list[_Pair]:
+    """``pairs`` plus, for a quantized (QDQ) candidate, each activation after its
+    QuantizeLinear/DequantizeLinear pair against the reference tensor the QuantizeLinear reads, as
+    ONNX Runtime's qdq_loss_debug matches them (the tensor before quantization keeps its name)."""
+    nodes = cand.model.lazy_proto.graph.node
+    if not any(n.op_type == "DequantizeLinear" for n in nodes):
+        return pairs
+    have = {p.candidate for p in pairs}
+    to_ref = {p.candidate: p.reference for p in pairs}
+    extra: dict[str, str] = {}
+    for node in nodes:
+        if node.op_type != "DequantizeLinear" or not node.output or node.output[0] in have:
+            continue
+        q = cand.index.producer.get(node.input[0])
+        if q is None or nodes[q].op_type != "QuantizeLinear":
+            continue
+        source = nodes[q].input[0]
+        target = to_ref.get(source, source)
+        if target in ref.position or (target in ref.index.input_set and target not in ref.index.initializers):
+            extra[node.output[0]] = target
+    if not extra:
+        return pairs
+    merged = {p.candidate: p for p in pairs}
+    merged.update({c: _Pair(c, r, None, quantized=True) for c, r in extra.items()})
+    return [merged[n] for n in cand.produced if n in merged]
+
+
+def _qdq_weights(ref: _Graph, cand: _Graph, backend: str, tol: Tolerance,
+                 tolerances: Mapping[str, Tolerance], config: Settings | None) -> list[TensorDiff]:
+    """Each weight the QDQ candidate dequantizes (a DequantizeLinear of initializers) against the
+    reference's float weight of the same name (``W`` for ``W_quantized`` / ``W_DequantizeLinear_Output``)."""
+    index, nodes = cand.index, cand.model.lazy_proto.graph.node
+    found: dict[int, str] = {}
+    for i, node in enumerate(nodes):
+        if node.op_type != "DequantizeLinear" or not node.output or node.input[0] not in index.initializers:
+            continue
+        if not all(n in index.initializers for n in node.input if n):
+            continue
+        for name in (node.output[0].removesuffix(_DQ_SUFFIX), node.input[0].removesuffix("_quantized")):
+            if name in ref.index.initializers and name not in index.initializers:
+                found[i] = name
+                break
+    if not found:
+        return []
+    order = sorted(found)
+    outputs = [nodes[i].output[0] for i in order]
+    model = _fragment_model(cand, order, {}, outputs)
+    values = _execute(model, {}, outputs, backend, f"dequantizing the weights of {cand.label}", config)
+    diffs = []
+    for i, out in zip(order, outputs):
+        pair = _Pair(out, found[i], None, quantized=True)
+        expected = tensor_value(ref.model, ref.index.initializers[found[i]])
+        diffs.append(_make_diff(cand, pair, values.pop(out), expected, _tolerance_for(pair, tol, tolerances)))
+    return diffs

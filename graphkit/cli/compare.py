@@ -189,10 +189,12 @@ def _print(result: Comparison, *, show_all: bool, seed: int = 0) -> None:
             _render.text(f"  {t.label}: {t.nan[0]} NaN and {t.inf[0]} Inf on both sides")
     for note in result.notes:
         _render.warn(note)
+    _print_matching(result)
     failed = result.failed
     tol = result.tolerance
     if result.passed:
-        _render.text(f"PASSED: {len(tensors)} tensors within atol {tol.atol:g}, rtol {tol.rtol:g}")
+        fused = f" ({len(result.fused)} fused or renamed)" if result.fused else ""
+        _render.text(f"PASSED: {len(tensors)} tensors within atol {tol.atol:g}, rtol {tol.rtol:g}{fused}")
         return
     local = sum(1 for t in failed if t.origin == "local")
     inherited = sum(1 for t in failed if t.origin == "inherited")
@@ -215,3 +217,27 @@ def _print(result: Comparison, *, show_all: bool, seed: int = 0) -> None:
                      f"(max abs {_num(div.local_max_abs or 0.0)}); the error comes from its inputs")
     else:
         _render.text("  local check not run (no reference values for its inputs nearby)")
+
+
+def _names(names: Sequence[str], limit: int = 5) -> str:
+    shown = ", ".join(repr(n) for n in names[:limit])
+    return shown + (", …" if len(names) > limit else "")
+
+
+def _print_matching(result: Comparison) -> None:
+    """How many tensors matched, what did not on each side, what was fused, and the outputs' verdict."""
+    line = f"matched {len(result.tensors)} tensors"
+    sides = [(result.unmatched, "the reference's"), (result.unmatched_candidate, "the candidate's")]
+    parts = [f"{len(names)} of {side}" + (f" ({_names(names)})" if names else "") for names, side in sides]
+    _render.text(f"{line}; unmatched: {parts[0]}, {parts[1]}")
+    renamed = {t.name for t in result.fused}
+    for fusion in result.fusions:
+        what = "fused or renamed value" if fusion.tensor in renamed else "fused"
+        absorbed = f", absorbing the reference's {_names(fusion.absorbed)}" if fusion.absorbed else ""
+        _render.text(f"{what}: {fusion.tensor!r} ({fusion.op_type} {fusion.node!r}){absorbed}")
+    verdict = result.outputs_passed
+    if verdict is not None:
+        outputs = [t for t in result.tensors if t.name in result.outputs]
+        ok = sum(1 for t in outputs if t.passed)
+        word = "within tolerance" if verdict else "OUT OF TOLERANCE"
+        _render.text(f"graph outputs: {word} ({ok} of {len(outputs)} pass)")
