@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -26,6 +26,7 @@ from graphkit._run import (
     as_value,
     check_feed,
     check_run_args,
+    index_bounds,
     input_specs,
     plan_feeds,
     tensor_stats,
@@ -99,7 +100,8 @@ class OutputDiff:
 def compare_outputs(
     actual: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], tolerance: Tolerance
 ) -> list[OutputDiff]:
-    """Compare ``actual`` with ``expected`` output by output (``expected`` decides the names)."""
+    """Compare ``actual`` with ``expected`` output by output (``expected`` decides the names); a float16
+    or bfloat16 output is held to at least its dtype's floor (``Tolerance.for_dtype``)."""
     diffs = []
     for name, want in expected.items():
         if name not in actual:
@@ -110,7 +112,11 @@ def compare_outputs(
             note = f"got {got.dtype} {list(got.shape)}, expected {want.dtype} {list(want.shape)}"
             diffs.append(OutputDiff(name, None, None, False, False, note))
             continue
-        diffs.append(_diff(name, got, want, tolerance.rtol, tolerance.atol))
+        tol = tolerance.for_dtype(str(want.dtype))
+        diff = _diff(name, got, want, tol.rtol, tol.atol)
+        if tol is not tolerance and not diff.exact:
+            diff = replace(diff, note=f"{want.dtype} tolerance: atol {tol.atol:g}, rtol {tol.rtol:g}")
+        diffs.append(diff)
     return diffs
 
 
@@ -258,8 +264,11 @@ def run_chain(
     models, specs, final_names, ref = _chain_parts(fragments, reference)
     if ref is not None:
         specs = _merge_specs(input_specs(ref), specs)
-    values, notes = plan_feeds(specs, feeds, feed_options=feed_options,
-                               where="the chain's inputs")
+    bounds: dict[str, int] = {}
+    for part in ([ref] if ref is not None else models):
+        for name, size in index_bounds(part).items():
+            bounds[name] = min(size, bounds.get(name, size))
+    values, notes = plan_feeds(specs, feeds, feed_options=feed_options, where="the chain's inputs", bounds=bounds)
     last_use = _last_uses(models, final_names)
     env: dict[str, np.ndarray] = {n: v for n, v in values.items() if n in last_use}
     runs = []

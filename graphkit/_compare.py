@@ -45,7 +45,7 @@ from graphkit._io import tensor_value
 from graphkit._model import Model
 from graphkit._options import Backend, FeedOptions, Provider, Tolerance
 from graphkit._ort import Settings
-from graphkit._run import FeedNote, input_specs, make_feeds, plan_feeds, settings, value_nbytes
+from graphkit._run import FeedNote, index_bounds, input_specs, make_feeds, plan_feeds, settings, value_nbytes
 from graphkit._submodel import submodel
 from graphkit._typing import tensor_types
 from graphkit._validate import require_sound
@@ -866,7 +866,8 @@ class _FeedOptions:
     notes: list[FeedNote] = field(default_factory=list)  # how the first model's inputs were made
 
     def make(self, model: Model, feeds: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
-        values, notes = plan_feeds(input_specs(model), feeds, feed_options=self.options, where=model.name)
+        values, notes = plan_feeds(input_specs(model), feeds, feed_options=self.options, where=model.name,
+                                   bounds=index_bounds(model))
         if not self.notes:
             self.notes.extend(notes)
         return values

@@ -310,6 +310,7 @@ def _runtime_log_severity() -> int:
 
 
 _RUNTIME_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
+_OUT_OF_BOUNDS = re.compile(r"out of (data )?bounds|out of range|must be within the inclusive range", re.I)
 _ALLOCATION = re.compile(r"Failed to allocate memory for requested buffer of size (\d+)")
 
 
@@ -341,10 +342,11 @@ def run_session(sess: ort.InferenceSession, names: Sequence[str], feeds: Mapping
                 f"ONNX Runtime ran out of memory running {label}{where}: it asked for {int(allocation.group(1))} bytes",
                 hint="give smaller inputs (--shape, --dim), or check the shapes the node computes",
             ) from err
-        raise RuntimeFailure(
-            f"ONNX Runtime failed running {label}: {first_line(err)}",
-            hint="check the input shapes and values; run 'python -m graphkit check' on the model",
-        ) from err
+        hint = "check the input shapes and values; run 'python -m graphkit check' on the model"
+        if _OUT_OF_BOUNDS.search(str(err)):
+            hint = ("an index is out of range: give the indices' input a range within the table it indexes "
+                    "(--range NAME=0,N-1), a fixed value (--value NAME=…) or a file (--input NAME=FILE)")
+        raise RuntimeFailure(f"ONNX Runtime failed running {label}: {first_line(err)}", hint=hint) from err
     _raise_python_op_failure()
     return values
 

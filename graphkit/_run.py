@@ -161,7 +161,8 @@ def make_feeds(
     """
     argcheck.instance(model, "model", Model, argcheck.MODEL)
     check_run_args(feeds, feed_options)
-    values, _ = plan_feeds(input_specs(model), feeds, feed_options=feed_options, where=model.name)
+    values, _ = plan_feeds(input_specs(model), feeds, feed_options=feed_options, where=model.name,
+                           bounds=index_bounds(model))
     return values
 
 
@@ -219,11 +220,14 @@ def plan_feeds(
     *,
     feed_options: FeedOptions = FeedOptions(),
     where: str = "the model",
+    bounds: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, np.ndarray], list[FeedNote]]:
     """Check the given feeds and generate the others, saying what was chosen for each input.
 
     A named dynamic dim takes its value from ``dims``, else from a given feed or shape that has the
-    same dim name, else ``default_dim``; an unnamed one from ``default_dim``.
+    same dim name, else ``default_dim``; an unnamed one from ``default_dim``. Integer ranges are
+    inclusive; an integer input without a range of its own stays below its entry in ``bounds``
+    (``index_bounds``: the size of what it indexes).
 
     Returns:
         The values by input name, and one FeedNote per input (in ``specs`` order).
@@ -253,11 +257,79 @@ def plan_feeds(
             continue
         shape, chosen = _choose_shape(spec, shapes.get(spec.name), named, dims or {}, default_dim, where)
         lo, hi = ranges.get(spec.name, _default_range(spec.dtype))
+        bound = (bounds or {}).get(spec.name)
+        if spec.name not in ranges and bound is not None and spec.dtype.kind in "iu" and bound - 1 < hi:
+            hi = max(float(bound - 1), lo)
         values[spec.name] = _random(_rng_for(seed, spec.name), spec, shape, lo, hi)
         notes.append(FeedNote(spec.name, str(spec.dtype), shape, "generated", float(lo), float(hi), chosen))
         if chosen:
             log.info("input %r: dynamic dims set to %s", spec.name, chosen)
     return values, notes
+
+
+#: Operators that pass integer values through unchanged (an index keeps its meaning through them).
+_PASS_THROUGH = frozenset({"Cast", "Identity", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Expand", "Tile",
+                           "Transpose", "Slice", "Gather"})
+#: Operators whose input 1 indexes input 0 along ``axis``.
+_INDEXING = frozenset({"Gather", "GatherElements"})
+
+
+def index_bounds(model: Model) -> dict[str, int]:
+    """Integer graph input → the size of the smallest axis it indexes (through Gather or
+    GatherElements, possibly after Cast, Unsqueeze, Reshape and the like), where that size is known.
+
+    Token ids feeding an embedding table of 30522 rows get 30522, so generated ids stay valid.
+    """
+    graph = model.lazy_proto.graph
+    index = GraphIndex(graph)
+    sizes = _known_shapes(model)
+    bounds: dict[str, int] = {}
+    for spec in input_specs(model):
+        if spec.dtype.kind not in "iu":
+            continue
+        seen, stack, found = {spec.name}, [spec.name], []
+        while stack:
+            tensor = stack.pop()
+            for i in index.consumers.get(tensor, []):
+                node = graph.node[i]
+                if node.op_type in _INDEXING and len(node.input) > 1 and node.input[1] == tensor:
+                    size = _axis_size(node, sizes)
+                    if size is not None:
+                        found.append(size)
+                elif node.op_type in _PASS_THROUGH and node.input and node.input[0] == tensor:
+                    for out in node.output:
+                        if out and out not in seen:
+                            seen.add(out)
+                            stack.append(out)
+        if found:
+            bounds[spec.name] = min(found)
+    return bounds
+
+
+def _known_shapes(model: Model) -> dict[str, list[int | str | None]]:
+    graph = model.lazy_proto.graph
+    shapes: dict[str, list[int | str | None]] = {t.name: list(t.dims) for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.output:
+            value = next((a.t for a in node.attribute if a.name == "value" and a.HasField("t")), None)
+            if value is not None:
+                shapes[node.output[0]] = list(value.dims)
+    for value in [*graph.input, *graph.value_info]:
+        shape = TensorSig.of(value).shape
+        if shape is not None and value.name not in shapes:
+            shapes[value.name] = shape
+    return shapes
+
+
+def _axis_size(node: onnx.NodeProto, shapes: Mapping[str, list[int | str | None]]) -> int | None:
+    shape = shapes.get(node.input[0])
+    if not shape:
+        return None
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+    if not -len(shape) <= axis < len(shape):
+        return None
+    size = shape[axis]
+    return size if isinstance(size, int) and size > 0 else None
 
 
 def _as_array(name: str, value: Any, where: str) -> np.ndarray:
@@ -293,7 +365,7 @@ def _default_range(dtype: np.dtype) -> tuple[float, float]:
         return (-1.0, 1.0)
     if dtype.kind == "b":
         return (0, 1)
-    return (0, 10)
+    return (0, 9)
 
 
 def _random(rng: np.random.Generator, spec: FeedSpec, shape: tuple[int, ...], lo: float, hi: float) -> np.ndarray:
@@ -305,7 +377,10 @@ def _random(rng: np.random.Generator, spec: FeedSpec, shape: tuple[int, ...], lo
         return rng.integers(0, 2, size=shape).astype(bool)
     if dtype.kind in "iu":
         low, high = int(np.ceil(lo)), int(np.floor(hi))
-        return rng.integers(low, max(high, low + 1), size=shape, endpoint=False).astype(dtype)
+        if high < low:
+            raise FeedError(f"the range {lo:g}..{hi:g} of input {spec.name!r} holds no {dtype} value",
+                            hint=f"give a range with a whole number in it, e.g. --range {spec.name}=0,1")
+        return rng.integers(low, high, size=shape, endpoint=True).astype(dtype)
     if dtype.kind in "OU":
         return np.array([f"s{i}" for i in range(int(np.prod(shape)))], dtype=object).reshape(shape)
     raise FeedError(f"cannot generate values of dtype {dtype} for input {spec.name!r}",
@@ -566,7 +641,8 @@ def run_detailed(
                             threads=threads, provider_options=provider_options, custom_ops=custom_ops,
                             python_ops=python_ops)
     require_sound(model)
-    all_feeds, notes = plan_feeds(input_specs(model), feeds, feed_options=feed_options, where=model.name)
+    all_feeds, notes = plan_feeds(input_specs(model), feeds, feed_options=feed_options, where=model.name,
+                                  bounds=index_bounds(model))
     target, wanted = _with_outputs(model, outputs)
     start = time.perf_counter()
     sess = config.session(target)

@@ -226,3 +226,12 @@ def test_compare_reference_backend_passes_on_light_squeezenet(capsys: pytest.Cap
     assert main(["compare", str(LIGHT / "light_squeezenet.onnx"), "--backend", "reference"]) == 0
     out = capsys.readouterr().out
     assert "graphkit._reference_ops" in out and "PASSED: 66 tensors" in out
+
+
+def test_a_reference_npz_with_a_pickled_object_array_is_a_clear_error(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    np.savez(tmp_path / "pickled.npz", output=np.array([{0: 0.1}, {1: 0.2}], dtype=object))
+    code = main(["compare", str(fixture("my_add.onnx")), "--reference", str(tmp_path / "pickled.npz")])
+    err = capsys.readouterr().err
+    assert code == 2 and "pickled.npz[output] holds Python objects" in err and "hint:" in err
+    assert "Traceback" not in err

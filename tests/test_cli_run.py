@@ -134,3 +134,29 @@ def test_provider_option_is_shown_and_a_bad_one_is_exit_2(capsys: pytest.Capture
     assert "provider cpu (arena_extend_strategy=kSameAsRequested)" in capsys.readouterr().out
     assert main(["run", str(fixture("my_add.onnx")), "--provider-option", "novalue"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
+
+
+def test_integer_ranges_are_inclusive_and_a_value_can_be_pinned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import graphkit as gk
+
+    b = gk.GraphBuilder("ints")
+    n, m = b.input("n", "int64", [200]), b.input("m", "int64", [2, 2])
+    x = b.input("x", "float32", ["k"])
+    b.output(b.node("Identity", [n], name="/n", outputs=["n_out"]), "int64", [200])
+    b.output(b.node("Identity", [m], name="/m", outputs=["m_out"]), "int64", [2, 2])
+    b.output(b.node("Identity", [x], name="/x", outputs=["x_out"]), "float32", ["k"])
+    gk.save(b.build(), tmp_path / "ints.onnx")
+    code = main(["run", str(tmp_path / "ints.onnx"), "--range", "n=0,1", "--value", "m=[[1,2],[3,4]]",
+                 "--value", "x=0.5", "--shape", "x=3", "--save", str(tmp_path / "out.npz")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "n  int64    [200]   generated (seed 0, range 0..1)" in out
+    assert "m  int64    [2, 2]  given" in out and "x  float32  [3]     fixed value 0.5 (--value)" in out
+    with np.load(tmp_path / "out.npz") as saved:
+        assert set(np.unique(saved["n_out"]).tolist()) == {0, 1}
+        np.testing.assert_array_equal(saved["m_out"], [[1, 2], [3, 4]])
+        np.testing.assert_array_equal(saved["x_out"], np.full(3, 0.5, np.float32))
+    assert main(["run", str(tmp_path / "ints.onnx"), "--value", "mm=[1]"]) == 2
+    assert "did you mean 'm'" in capsys.readouterr().err
+    assert main(["run", str(tmp_path / "ints.onnx"), "--value", "m=[[1,2],[3]"]) == 2
+    assert "not JSON" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from conftest import fixture
 import graphkit as gk
 from graphkit import _ort
 from graphkit._io import inline_proto, load_bytes
-from graphkit._run import FeedSpec, input_specs, plan_feeds, run_detailed, session, tensor_stats
+from graphkit._run import FeedSpec, index_bounds, input_specs, plan_feeds, run_detailed, session, tensor_stats
 
 
 def _conv_reference(model: gk.Model, x: np.ndarray) -> np.ndarray:
@@ -62,8 +62,8 @@ def test_run_computes_a_times_x_plus_b_by_value() -> None:
 
 @pytest.mark.parametrize(
     ("dtype", "lo", "hi"),
-    [("float32", -1, 1), ("float16", -1, 1), ("float64", -1, 1), ("int64", 0, 10), ("int32", 0, 10),
-     ("uint8", 0, 10), ("bool", 0, 1)],
+    [("float32", -1, 1), ("float16", -1, 1), ("float64", -1, 1), ("int64", 0, 9), ("int32", 0, 9),
+     ("uint8", 0, 9), ("bool", 0, 1)],
 )
 def test_generated_values_have_the_right_dtype_and_range(dtype: str, lo: float, hi: float) -> None:
     spec = FeedSpec("t", np.dtype(dtype), [4, 50])
@@ -78,7 +78,7 @@ def test_ranges_are_respected_for_floats_and_ints() -> None:
     specs = [FeedSpec("f", np.dtype("float32"), [1000]), FeedSpec("i", np.dtype("int64"), [1000])]
     values, _ = plan_feeds(specs, feed_options=gk.FeedOptions(ranges={"f": (5.0, 6.0), "i": (100, 103)}))
     assert values["f"].min() >= 5 and values["f"].max() <= 6
-    assert set(np.unique(values["i"]).tolist()) == {100, 101, 102}
+    assert set(np.unique(values["i"]).tolist()) == {100, 101, 102, 103}  # integer ranges are inclusive
 
 
 def test_int_and_bool_inputs_run_through_onnx_runtime() -> None:
@@ -90,7 +90,7 @@ def test_int_and_bool_inputs_run_through_onnx_runtime() -> None:
             out = Where(keep, picked, zeros)
         }
     """)
-    values, _ = plan_feeds(input_specs(model), feed_options=gk.FeedOptions(seed=0, ranges={"idx": (0, 10)}))
+    values, _ = plan_feeds(input_specs(model), feed_options=gk.FeedOptions(seed=0, ranges={"idx": (0, 9)}))
     out = gk.run(model, values)["out"]
     expected = np.where(values["keep"], values["table"][values["idx"]], 0)
     np.testing.assert_array_equal(out, expected)
@@ -319,3 +319,60 @@ def test_cuda_agrees_with_cpu_within_tolerance(whole_model: gk.Model) -> None:
     cpu = gk.run(whole_model, feed_options=gk.FeedOptions(seed=1))["output"]
     gpu = gk.run(whole_model, feed_options=gk.FeedOptions(seed=1), provider="cuda")["output"]
     np.testing.assert_allclose(gpu, cpu, atol=1e-4, rtol=1e-3)
+
+
+# ------------------------------------------------------------------------------ integer inputs
+
+
+def _token_model() -> gk.Model:
+    """Embedding lookups: ids (Cast, Unsqueeze) index a 7-row table; type ids index a 2-row table."""
+    return gk.parse_model("""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (int64[1, seq] ids, int32[1, seq] type_ids) => (float[1, seq, 1, 4] out) {
+            table = Constant <value = float[7, 4] {0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27}> ()
+            types = Constant <value = float[2, 4] {100,100,100,100,200,200,200,200}> ()
+            axes = Constant <value = int64[1] {2}> ()
+            wide = Cast <to = 7> (type_ids)
+            one = Unsqueeze (ids, axes)
+            emb = Gather <axis = 0> (table, one)
+            typ = Gather <axis = 0> (types, wide)
+            typ4 = Unsqueeze (typ, axes)
+            out = Add (emb, typ4)
+        }
+    """)
+
+
+def test_generated_indices_stay_within_the_table_they_index() -> None:
+    model = _token_model()
+    assert index_bounds(model) == {"ids": 7, "type_ids": 2}
+    result = gk.run_detailed(model, feed_options=gk.FeedOptions(seed=0, dims={"seq": 64}))
+    assert result.inputs["type_ids"].max() == 1 and result.inputs["ids"].max() == 6
+    b = gk.GraphBuilder("emb")
+    ids = b.input("ids", "int64", [1, "seq"])
+    table = b.initializer(np.arange(28, dtype=np.float32).reshape(7, 4), "table")
+    b.output(b.node("Gather", [table, b.node("Cast", [ids], name="/cast", outputs=["c"], to=7)], name="/gather",
+                    outputs=["out"]), "float32", [1, "seq", 4])
+    model = b.build()
+    assert index_bounds(model) == {"ids": 7}
+    result = gk.run_detailed(model, feed_options=gk.FeedOptions(seed=1, shapes={"ids": [1, 500]}))
+    (note,) = result.feeds
+    assert (note.low, note.high) == (0.0, 6.0)
+    assert set(np.unique(result.inputs["ids"]).tolist()) == set(range(7))
+    own = gk.run_detailed(model, feed_options=gk.FeedOptions(ranges={"ids": (2, 3)}, shapes={"ids": [1, 50]}))
+    assert set(np.unique(own.inputs["ids"]).tolist()) == {2, 3}  # a range of one's own wins
+
+
+def test_an_index_out_of_range_hints_at_range_value_and_input() -> None:
+    b = gk.GraphBuilder("emb")
+    ids = b.input("ids", "int64", [3])
+    b.output(b.node("Gather", [b.initializer(np.zeros((4, 2), np.float32), "table"), ids], name="/g",
+                    outputs=["out"]), "float32", [3, 2])
+    with pytest.raises(gk.RuntimeFailure) as err:
+        gk.run(b.build(), {"ids": np.array([0, 1, 9])})
+    assert "--range" in err.value.hint and "--value" in err.value.hint
+
+
+def test_an_integer_range_without_a_whole_number_is_a_feed_error() -> None:
+    with pytest.raises(gk.FeedError) as err:
+        plan_feeds([FeedSpec("i", np.dtype("int64"), [3])], feed_options=gk.FeedOptions(ranges={"i": (0.2, 0.7)}))
+    assert "'i'" in err.value.message and "--range i=0,1" in err.value.hint

@@ -98,3 +98,36 @@ def test_run_chain_refuses_an_array_as_reference() -> None:
     whole = gk.load(fixture("whole_model.onnx"))
     with pytest.raises(ArgumentTypeError, match="reference= must be a Model"):
         gk.run_chain(gk.split(whole, parts=2), reference=np.array([1, 2]))
+
+
+def _float16_stack() -> gk.Model:
+    """Eight blocks of float16 Conv, Sigmoid·x, Softmax and LayerNormalization (kernels ONNX Runtime's
+    CPU runs in float32 behind inserted casts)."""
+    rng = np.random.default_rng(0)
+    b = gk.GraphBuilder("fp16")
+    t = b.input("x", "float16", [1, 8, 16, 16])
+    for k in range(8):
+        w = b.initializer((rng.standard_normal((8, 8, 3, 3)) * 0.2).astype(np.float16), f"w{k}")
+        c = b.node("Conv", [t, w], name=f"/conv{k}", outputs=[f"c{k}"], pads=[1, 1, 1, 1])
+        t = b.node("Mul", [b.node("Sigmoid", [c], name=f"/sig{k}", outputs=[f"s{k}"]), c], name=f"/mul{k}",
+                   outputs=[f"m{k}"])
+        if k % 3 == 0:
+            t = b.node("Softmax", [t], name=f"/softmax{k}", outputs=[f"softmax{k}"], axis=1)
+        if k % 2 == 0:
+            scale = b.initializer(np.ones(16, np.float16), f"g{k}")
+            t = b.node("LayerNormalization", [t, scale], name=f"/ln{k}", outputs=[f"ln{k}"], axis=-1)
+    b.output(t, "float16", [1, 8, 16, 16])
+    return b.build()
+
+
+def test_a_float16_chain_is_held_to_a_float16_tolerance_and_a_float32_one_is_exact(whole_model: gk.Model) -> None:
+    model = _float16_stack()
+    chain = gk.run_chain(gk.split(model, parts=4), reference=model, opt_level="disable")
+    (diff,) = chain.diffs
+    assert chain.passed and not diff.exact  # a cut rounds to float16 where the whole model kept float32
+    assert diff.max_abs is not None and 0 < diff.max_abs <= 1e-2
+    assert diff.note == "float16 tolerance: atol 0.01, rtol 0.01"
+    exact = gk.run_chain(gk.split(whole_model, parts=4), reference=whole_model, opt_level="disable")
+    assert exact.passed and exact.exact
+    assert gk.Tolerance().for_dtype("float32") == gk.Tolerance()
+    assert gk.Tolerance(1e-5, 1e-3).for_dtype("float16") == gk.Tolerance(1e-2, 1e-2)

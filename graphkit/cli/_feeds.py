@@ -4,7 +4,8 @@ and --atol/--rtol turned into a Tolerance."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,7 @@ from graphkit._feeds import load_feeds, parse_named, parse_range, parse_shape, r
 from graphkit._numbers import MAX_THREADS_PER_CORE, max_threads, parse_int
 from graphkit._options import FeedOptions, Tolerance
 from graphkit.cli._args import whole
-from graphkit.errors import UsageError
+from graphkit.errors import TensorNotFoundError, UsageError, not_found
 
 __all__ = [
     "FeedArgs", "add_custom_op_options", "add_feed_options", "add_runtime_options", "custom_op_reads", "feed_args",
@@ -34,7 +35,10 @@ def add_feed_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--dim", action="append", default=[], metavar="DIM=N",
                        help="value of a named dynamic dim for every generated input, e.g. batch=4")
     group.add_argument("--range", action="append", default=[], metavar="[NAME=]LO,HI",
-                       help="value range of a generated input, e.g. input=0,255")
+                       help="value range of a generated input, e.g. input=0,255 (inclusive for integers)")
+    group.add_argument("--value", action="append", default=[], metavar="NAME=JSON",
+                       help="pin an input: a number fills its generated shape (--value n=3), a JSON list is "
+                            "its value (--value ids=[[1,2,3]]) (repeatable)")
     group.add_argument("--seed", type=whole(), default=0, help="seed of generated inputs (default 0)")
 
 
@@ -125,8 +129,10 @@ class FeedArgs:
                              hint="e.g. --seed 1 --shape in=1x3x224x224 --dim batch=4 --range in=0,1") from err
 
 
-def feed_args(args: argparse.Namespace, input_names: Sequence[str], where: str) -> FeedArgs:
-    """Read the feed files and parse the flags against the inputs' names.
+def feed_args(args: argparse.Namespace, input_names: Sequence[str], where: str,
+              dtypes: Mapping[str, np.dtype] | None = None) -> FeedArgs:
+    """Read the feed files and parse the flags against the inputs' names (``dtypes``: the inputs'
+    dtypes, which ``--value`` lists are converted to).
 
     Raises:
         FeedError: A feed file is unreadable or cannot be matched to an input.
@@ -136,6 +142,14 @@ def feed_args(args: argparse.Namespace, input_names: Sequence[str], where: str) 
     feeds = resolve_feeds(files, list(input_names), where=where)
     shapes = {_name(n, "--shape", input_names): s for n, s in (parse_shape(t) for t in args.shape)}
     ranges = {_name(n, "--range", input_names): r for n, r in (parse_range(t) for t in args.range)}
+    for text in getattr(args, "value", []):
+        pinned, value = _parse_value(text, input_names)
+        if pinned in feeds:
+            raise UsageError(f"--value {text!r}: input {pinned!r} is also given with --input", hint="give it once")
+        if isinstance(value, (bool, int, float)):
+            ranges[pinned] = (float(value), float(value))
+        else:
+            feeds[pinned] = _value_array(text, value, (dtypes or {}).get(pinned))
     dims: dict[str, int] = {}
     for text in args.dim:
         name, value = parse_named(text, "--dim")
@@ -144,6 +158,39 @@ def feed_args(args: argparse.Namespace, input_names: Sequence[str], where: str) 
         dims[name] = parse_int(value, what=f"--dim {text!r}", hint="e.g. --dim batch=4")
     paths = tuple(sorted({f.path for f in files}))
     return FeedArgs(feeds, shapes, ranges, dims, paths, args.seed)
+
+
+def _parse_value(text: str, input_names: Sequence[str]) -> tuple[str, Any]:
+    """``NAME=JSON`` → (name, the decoded JSON), splitting at the ``=`` after a known input name."""
+    hint = "write --value NAME=3 or --value NAME=[[1,2,3]] (JSON)"
+    splits = [k for k, char in enumerate(text) if char == "="]
+    for k in splits:
+        if text[:k] in input_names:
+            try:
+                return text[:k], json.loads(text[k + 1:])
+            except (ValueError, RecursionError) as err:
+                raise UsageError(f"--value {text!r}: {text[k + 1:]!r} is not JSON ({err})", hint=hint) from err
+    name = text[:splits[0]] if splits else text
+    if not splits:
+        raise UsageError(f"--value {text!r}: expected NAME=JSON", hint=hint)
+    missing = not_found(TensorNotFoundError, "graph input", name, input_names)
+    raise UsageError(f"--value {text!r}: {missing.message}", hint=missing.hint or hint)
+
+
+def _value_array(text: str, value: Any, dtype: np.dtype | None) -> np.ndarray:
+    if not isinstance(value, (str, list)):
+        raise UsageError(f"--value {text!r}: expected a number or a JSON list", hint="e.g. --value ids=[[1,2,3]]")
+    try:
+        array = np.array(value, dtype=object if dtype is not None and dtype.kind in "OUS" else dtype)
+        if dtype is None and array.dtype.kind == "f":
+            array = array.astype(np.float32)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise UsageError(f"--value {text!r}: not an array of {dtype or 'numbers'}: {err}",
+                         hint="give a nested JSON list of numbers, one level per dim") from err
+    if array.dtype == object and (dtype is None or dtype.kind not in "OUS"):
+        raise UsageError(f"--value {text!r}: the rows of the JSON list have different lengths",
+                         hint="give a nested JSON list of numbers, one level per dim")
+    return array
 
 
 def _name(name: str | None, flag: str, input_names: Sequence[str]) -> str:

@@ -113,8 +113,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--fragment-mb {args.fragment_mb:g} must be positive", hint="e.g. --fragment-mb 256")
     model = _common.load(args.model)
     other = _common.load(args.other) if args.other else None
-    names = [spec.name for spec in input_specs(model)]
-    parsed = feed_args(args, names, model.name)
+    specs = input_specs(model)
+    parsed = feed_args(args, [s.name for s in specs], model.name, {s.name: s.dtype for s in specs})
     if args.mapping and other is None:
         raise UsageError("--map needs two models", hint="compare A.onnx B.onnx --map mapping.json")
     plan = _common.plan(args, model, other, reads=[

@@ -41,8 +41,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     model = _common.load(args.model)
-    names = [s.name for s in input_specs(model)]
-    parsed = feed_args(args, names, model.name)
+    specs = input_specs(model)
+    parsed = feed_args(args, [s.name for s in specs], model.name, {s.name: s.dtype for s in specs})
     plan = _common.plan(args, model, reads=[*((path, "a feed file") for path in parsed.files), *custom_op_reads(args)])
     if args.save:
         plan.write(npz_path(args.save), "the saved values")
@@ -102,6 +102,8 @@ def render_feeds(notes: tuple[FeedNote, ...], seed: int) -> None:
     for note in notes:
         if note.source == "given":
             how = "given"
+        elif note.low is not None and note.low == note.high:
+            how = f"fixed value {note.low:g} (--value)"
         else:
             how = f"generated (seed {seed}, range {note.low:g}..{note.high:g})"
             if note.chosen_dims:

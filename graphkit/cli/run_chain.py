@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
 from graphkit._chain import ChainResult, run_chain
 from graphkit._feeds import npz_path, save_arrays
 from graphkit._run import tensor_stats
@@ -49,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
         reference, why = _common.load(args.source), f"compared with {args.source}"
     elif args.compare:
         reference, why = chain.find_source()
-    parsed = feed_args(args, [p.name for p in chain.inputs], "the chain's inputs")
+    parsed = feed_args(args, [p.name for p in chain.inputs], "the chain's inputs",
+                       {p.name: np.dtype(p.dtype) for p in chain.inputs})
     plan = _common.plan(args, reference, *(f.model for f in chain), reads=[
         (chain.folder / MANIFEST if chain.folder is not None else None, "the split manifest"),
         *((path, "a feed file") for path in parsed.files), *custom_op_reads(args)])
