@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     )
     from graphkit._infer import Retyped, ShapeInference, Untyped, infer_shapes, infer_shapes_with_report
     from graphkit._io import load, save, tensor_value
+    from graphkit._mixed import MixedNode, MixedPrecision, auto_mixed_precision
     from graphkit._model import Model
     from graphkit._options import Backend, Balance, FeedOptions, OptLevel, Provider, Tolerance
     from graphkit._recipe import Recipe, Step, apply_recipe, load_recipe
@@ -130,6 +131,8 @@ __all__ = [
     "Issue",
     "KeptNode",
     "MarkerResult",
+    "MixedNode",
+    "MixedPrecision",
     "Model",
     "ModelDiff",
     "ModelNotFoundError",
@@ -165,6 +168,7 @@ __all__ = [
     "WriteError",
     "__version__",
     "apply_recipe",
+    "auto_mixed_precision",
     "bypass_node",
     "check_finite",
     "cleanup",
@@ -222,6 +226,7 @@ __all__ = [
 _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "_chain": ("ChainResult", "FragmentRun", "OutputDiff", "run_chain"),
     "_convert": ("Clamped", "Float16Conversion", "KeptNode", "to_float16", "to_float16_with_report"),
+    "_mixed": ("MixedNode", "MixedPrecision", "auto_mixed_precision"),
     "_custom_ops": ("CustomOp", "custom_op", "load_python_ops"),
     "_infer": ("Retyped", "ShapeInference", "Untyped", "infer_shapes", "infer_shapes_with_report"),
     "_options": ("Backend", "Balance", "FeedOptions", "OptLevel", "Provider", "Tolerance"),

@@ -134,6 +134,8 @@ class Float16Conversion:
     casts: int
     weights: int
     clamped: tuple[Clamped, ...]
+    #: The main-graph nodes (by position) that compute in float16.
+    main_converted: tuple[int, ...] = field(default=(), repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (without the model)."""
@@ -159,7 +161,8 @@ def to_float16(
         keep_io_types: Keep float32 graph inputs and outputs float32 (Casts inside); otherwise they
             become float16.
         keep_op: Operators that stay float32.
-        keep_node: Nodes (by name, in the main graph or a body) that stay float32.
+        keep_node: Nodes (by name, in the main graph or a body, or ``#k``: the main graph's node at
+            position k) that stay float32.
 
     Returns:
         The converted model. Weights that lie outside the model are written converted into a
@@ -193,6 +196,15 @@ def to_float16_with_report(
     ops = argcheck.names(keep_op, "keep_op", what="operator")
     nodes = argcheck.names(keep_node, "keep_node", what="node name")
     return _Converter(model, keep_io_types=keep_io_types, keep_op=set(ops), keep_node=nodes).convert()
+
+
+def convert_float16(model: Model, *, keep_io_types: bool, keep_op: Sequence[str], keep_node: Sequence[str],
+                    keep_main: Mapping[int, str], types: Mapping[str, int] | None = None) -> Float16Conversion:
+    """``to_float16_with_report`` with arguments already checked, main-graph nodes kept by position
+    (``keep_main``: position → why) and, when known, the element types (``element_types(model)``)."""
+    converter = _Converter(model, keep_io_types=keep_io_types, keep_op=set(keep_op), keep_node=list(keep_node),
+                           keep_main=keep_main)
+    return converter.convert(types)
 
 
 # ------------------------------------------------------------------------------------------- typing
@@ -313,8 +325,11 @@ def _runtime_refuses(op: str, domain: str, version: int, ir_version: int, attrib
 
 
 class _Converter:
-    def __init__(self, model: Model, *, keep_io_types: bool, keep_op: set[str], keep_node: list[str]) -> None:
+    def __init__(self, model: Model, *, keep_io_types: bool, keep_op: set[str], keep_node: list[str],
+                 keep_main: Mapping[int, str] | None = None) -> None:
         self.source = model
+        self.keep_main = dict(keep_main or {})
+        self.main_converted: list[int] = []
         self.keep_io_types = keep_io_types
         self.keep_op = keep_op
         self.keep_node = set(keep_node)
@@ -334,9 +349,9 @@ class _Converter:
 
     # ------------------------------------------------------------------ entry
 
-    def convert(self) -> Float16Conversion:
+    def convert(self, types: Mapping[str, int] | None = None) -> Float16Conversion:
         self._check_keep_nodes()
-        self.types = element_types(self.source)
+        self.types = dict(types) if types is not None else element_types(self.source)
         if FLOAT not in self.types.values():
             raise UsageError(f"{self.source.name} has no float32 tensor to convert",
                              hint="to_float16 converts float32 weights and computation; this model has none")
@@ -362,11 +377,13 @@ class _Converter:
         if self.spill is not None:
             weakref.finalize(result, shutil.rmtree, str(self.spill.folder), True)
         return Float16Conversion(result, self.converted, tuple(self.kept), self.casts, self.weights,
-                                 tuple(self.clamped))
+                                 tuple(self.clamped), tuple(self.main_converted))
 
     def _check_keep_nodes(self) -> None:
-        known = [n.name for g in _graphs(self.source.lazy_proto.graph) for n in g.node if n.name]
-        have = set(known)
+        main = self.source.lazy_proto.graph
+        known = [n.name for g in _graphs(main) for n in g.node if n.name]
+        known += [unnamed_label(n, k) for k, n in enumerate(main.node) if not n.name]
+        have = set(known) | {f"#{k}" for k in range(len(main.node))}
         for name in self.keep_node:
             if name not in have:
                 err = not_found(NodeNotFoundError, "node", name, known, where=self.source.name)
@@ -383,11 +400,18 @@ class _Converter:
         modes: list[_Ports | None] = []
         for k, node in enumerate(nodes):
             ports, reason = self._decide(node)
+            if main and ports is not None and f"#{k}" in self.keep_node:
+                ports, reason = None, "kept by keep_node"
+            if main and k in self.keep_main and ports is not None:
+                ports, reason = None, self.keep_main[k]
             modes.append(ports)
             if reason:
                 self._keep(node, k, where, reason)
         self._keep_exact_sources(nodes, modes, where, {t.name for t in graph.initializer})
-        self.converted += sum(1 for p in modes if p is not None and (any(p.inputs) or any(p.outputs)))
+        working = [k for k, p in enumerate(modes) if p is not None and (any(p.inputs) or any(p.outputs))]
+        self.converted += len(working)
+        if main:
+            self.main_converted = [k for k in working if nodes[k].op_type != "Cast"]
 
         initializers = {t.name: t for t in graph.initializer}
         graph_inputs = {v.name for v in graph.input}
@@ -623,7 +647,7 @@ class _Converter:
             stack.extend((n, what) for n in node.input if n and self.types.get(n) == FLOAT)
 
     def _keep(self, node: onnx.NodeProto, k: int, where: str, reason: str) -> None:
-        self.kept.append(KeptNode(node.name or f"{node.op_type}#{k}", node.op_type, where, reason))
+        self.kept.append(KeptNode(node.name or unnamed_label(node, k), node.op_type, where, reason))
 
     # ------------------------------------------------------------------ rewriting
 
@@ -730,6 +754,12 @@ def _to_half(values: np.ndarray) -> tuple[np.ndarray, tuple[int, int, float] | N
     fixed = np.where(over, np.sign(values) * FP16_MAX, values)
     fixed = np.where(under, np.sign(values) * FP16_TINY, fixed)
     return fixed.astype(np.float16), (n_over, n_under, largest)
+
+
+def unnamed_label(node: onnx.NodeProto, position: int) -> str:
+    """How the reports name an unnamed node: ``#position``, its place in its graph, as ``keep_node``
+    (and edit) take a main-graph node by position."""
+    return f"#{position}"
 
 
 def _short(dtype: int) -> str:

@@ -33,6 +33,7 @@ import numpy as np
 from graphkit import _check_args as argcheck
 from graphkit import _edit as edit
 from graphkit._arrays import read_npy
+from graphkit._convert import to_float16
 from graphkit._files import read_data
 from graphkit._io import atomic_output, load
 from graphkit._model import Model
@@ -49,7 +50,9 @@ OPERATIONS: dict[str, Callable[..., Model]] = {
         "remove_node", "insert_node", "set_initializer", "initializer_to_input", "constant_to_input",
         "input_to_initializer", "set_dims", "replace_op", "set_opset", "cleanup", "fold_constants", "merge",
     )
-}
+} | {"to_float16": to_float16}
+#: Operations without a ``check`` keyword (their result is validated with the whole recipe's).
+_UNCHECKED = frozenset({"to_float16"})
 #: Argument names of earlier releases → today's keyword, per operation: recipe files written with
 #: the old names keep working (the step is read with today's names).
 RENAMED_ARGS: dict[str, dict[str, str]] = {
@@ -409,6 +412,8 @@ def _apply(model: Model, op: str, args: dict[str, Any], *, check: bool) -> Model
         other = args.pop("other")
         return edit.merge(model, other, check=check, **args)
     public = OPERATIONS[op]
+    if op in _UNCHECKED:
+        return public(model, **args)
     raising = getattr(public, "__wrapped__", public)  # (raises NoChangeError saying why a step changed nothing)
     return raising(model, check=check, **args)
 

@@ -1,31 +1,56 @@
 """convert IN OUT --float16 [--keep-io-types] [--keep-op OP ...] [--keep-node NAME ...]: change a model's precision.
 
 ``--float16`` turns float32 weights and computation into float16. Inputs that must stay float32
-(Resize's scales, shapes, indices and what computes them), operators without a float16 kernel in
-ONNX Runtime's CPU provider and the nodes or operators you name stay float32, with Casts only where
-the two precisions meet. ``--keep-io-types`` keeps float32 graph inputs and outputs float32. Weights
-outside float16's range are clamped and listed.
+(Resize's scales, shapes, indices and what computes them), operators ONNX Runtime's CPU provider
+refuses in float16 and the nodes or operators you name stay float32, with Casts only where the two
+precisions meet. ``--keep-io-types`` keeps float32 graph inputs and outputs float32. Weights outside
+float16's range are clamped and listed.
+
+``--auto-mixed`` keeps float32 the fewest nodes needed for the outputs to stay within --atol/--rtol
+of the float32 model's on seeded (or given) inputs: one comparison finds the nodes that overflow on
+their own, then a bisection over the execution order finds the rest. It prints which nodes stay
+float32 and why, the number of model runs, and writes the list as a recipe (--save-recipe, default
+OUT with .recipe.yaml) that ``edit IN OUT --recipe`` replays.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 from graphkit._convert import Float16Conversion, to_float16_with_report
+from graphkit._mixed import MIXED_TOLERANCE, MixedPrecision, auto_mixed_precision
+from graphkit._recipe import Step, dump_recipe
+from graphkit._run import input_specs
 from graphkit.cli import _common, _render
+from graphkit.cli._args import number
+from graphkit.cli._feeds import add_feed_options, feed_args, tolerance
 from graphkit.errors import UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("convert", help="convert a model to float16", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("input", help="the .onnx file to convert")
+    p.add_argument("model", metavar="IN", help="the .onnx file to convert")
     p.add_argument("output", help="where to write the converted model")
     p.add_argument("--float16", action="store_true", help="convert float32 weights and computation to float16")
     p.add_argument("--keep-io-types", action="store_true",
                    help="keep float32 graph inputs and outputs float32 (Casts inside the model)")
     p.add_argument("--keep-op", nargs="+", default=[], metavar="OP", help="operators that stay float32")
     p.add_argument("--keep-node", nargs="+", default=[], metavar="NAME", help="nodes that stay float32")
+    mixed = p.add_argument_group("mixed precision (--auto-mixed)")
+    mixed.add_argument("--auto-mixed", action="store_true",
+                       help="keep float32 the fewest nodes that keep the outputs within --atol/--rtol")
+    mixed.add_argument("--atol", type=number(lo=0), default=MIXED_TOLERANCE.atol,
+                       help=f"absolute tolerance of the outputs (default {MIXED_TOLERANCE.atol:g})")
+    mixed.add_argument("--rtol", type=number(lo=0), default=MIXED_TOLERANCE.rtol,
+                       help=f"relative tolerance of the outputs (default {MIXED_TOLERANCE.rtol:g})")
+    mixed.add_argument("--save-recipe", metavar="FILE",
+                       help="where to write the kept nodes as a recipe (default: OUT with .recipe.yaml)")
+    mixed.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="show the search's runs on stderr (default: when stderr is a terminal)")
+    add_feed_options(p)
     p.add_argument("--json", action="store_true", help="print what was converted as JSON")
     _common.add_output_options(p)
     p.set_defaults(func=run)
@@ -35,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.float16:
         raise UsageError("convert needs a conversion: --float16",
                          hint="e.g. graphkit convert in.onnx out.onnx --float16 --keep-io-types")
-    model = _common.load(args.input)
+    if args.auto_mixed:
+        return _run_mixed(args)
+    model = _common.load(args.model)
     plan = _common.plan(args, model, output=args.output)
     plan.check()
     report = to_float16_with_report(model, keep_io_types=args.keep_io_types, keep_op=args.keep_op,
@@ -48,11 +75,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_float16(report: Float16Conversion, output: str) -> None:
-    _render.text(f"wrote {output}: {report.converted} nodes in float16, {len(report.kept)} kept float32, "
-                 f"{report.casts} Cast(s) inserted, {report.weights} weight(s) converted")
-    if report.kept:
-        _render.table([(k.node, k.op_type, k.reason) for k in report.kept], ["kept float32", "op", "why"], indent=2)
+def _show_float16(report: Float16Conversion, output: str, *, header: bool = True) -> None:
+    if header:
+        _render.text(f"wrote {output}: {report.converted} nodes in float16, {len(report.kept)} kept float32, "
+                     f"{report.casts} Cast(s) inserted, {report.weights} weight(s) converted")
+    kept = [k for k in report.kept if header or not k.reason.startswith("auto-mixed")]
+    if kept:
+        _render.table([(k.node, k.op_type, k.reason) for k in kept],
+                      ["kept float32" if header else "also float32", "op", "why"], indent=2)
     for c in report.clamped:
         parts = []
         if c.over:
@@ -60,3 +90,58 @@ def _show_float16(report: Float16Conversion, output: str) -> None:
         if c.under:
             parts.append(f"{c.under} non-zero value(s) below 2**-24 set to ±2**-24")
         _render.warn(f"weight {c.tensor!r} ({c.graph}) clamped into float16's range: " + ", ".join(parts))
+
+
+def _run_mixed(args: argparse.Namespace) -> int:
+    tol = tolerance(args.atol, args.rtol)
+    model = _common.load(args.model)
+    parsed = feed_args(args, [spec.name for spec in input_specs(model)], model.name)
+    recipe = args.save_recipe or str(Path(args.output).with_suffix(".recipe.yaml"))
+    plan = _common.plan(args, model, output=args.output, reads=[(path, "a feed file") for path in parsed.files])
+    plan.write(recipe, "the recipe")
+    plan.check()
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    result = auto_mixed_precision(model, tolerance=tol, feeds=parsed.feeds, feed_options=parsed.options(),
+                                  keep_io_types=args.keep_io_types, keep_op=args.keep_op,
+                                  keep_node=args.keep_node, progress=_progress if show else None)
+    if show:
+        _render.progress_done()
+    step = Step("to_float16", {"keep_io_types": args.keep_io_types, "keep_op": list(args.keep_op),
+                               "keep_node": [*args.keep_node, *result.keep_node()]})
+    with plan.output(recipe, "the recipe") as tmp:
+        tmp.write_text(dump_recipe([step], recipe), encoding="utf-8")
+    saved = _common.write_model(result.model, args.output, args, plan)
+    if args.json:
+        _render.json_out({"output": str(saved.path), "recipe": recipe, **result.to_dict()})
+        return 0 if result.passed else 1
+    _show_mixed(result, args.output, recipe)
+    return 0 if result.passed else 1
+
+
+def _progress(done: int, total: int) -> None:
+    sys.stderr.write(f"\rgraphkit: {done} model run(s)")
+    sys.stderr.flush()
+
+
+def _show_mixed(result: MixedPrecision, output: str, recipe: str) -> None:
+    tol = result.tolerance
+    verdict = "within" if result.passed else "NOT within"
+    _render.text(f"wrote {output} and {recipe}: {len(result.kept)} of {result.candidates} node(s) kept float32 "
+                 f"by the search, outputs {verdict} atol {tol.atol:g} / rtol {tol.rtol:g}, "
+                 f"{result.runs} model run(s) and {result.node_runs} single-node re-run(s)")
+    if result.kept:
+        _render.table([(k.node, k.op_type, k.reason + _figure(k)) for k in result.kept],
+                      ["kept float32", "op", "why"], indent=2)
+    _render.table([(name, f"{err:.3g}") for name, err in result.output_errors.items()], ["output", "max abs error"],
+                  indent=2)
+    _show_float16(result.conversion, output, header=False)
+
+
+def _figure(node: object) -> str:
+    local = getattr(node, "local_max_abs", None)
+    out = getattr(node, "output_max_abs", None)
+    if local is not None:
+        return f" (its own error {local:.3g})"
+    if out is not None:
+        return f" (output error {out:.3g} with it in float16)"
+    return ""
