@@ -40,7 +40,6 @@ if TYPE_CHECKING:
         bypass_node,
         cleanup,
         constant_to_input,
-        fold_constants,
         from_graphsurgeon,
         initializer_to_input,
         input_to_initializer,
@@ -74,7 +73,16 @@ if TYPE_CHECKING:
     from graphkit._options import Backend, Balance, FeedOptions, OptLevel, Provider, Tolerance
     from graphkit._recipe import Recipe, Step, apply_recipe, load_recipe
     from graphkit._run import FeedNote, RunResult, TensorStats, make_feeds, run, run_detailed
-    from graphkit._simplify import Simplification, simplify, simplify_with_report
+    from graphkit._simplify import (
+        Simplification,
+        constants_to_initializers,
+        fold_constants,
+        fold_shapes,
+        merge_constants,
+        remove_identities,
+        simplify,
+        simplify_with_report,
+    )
     from graphkit._split import Fragment, Port, Split, load_split, split, write_split
     from graphkit._summary import Summary, TensorSig, summarize
     from graphkit._validate import Issue, Report, toposort, validate
@@ -174,6 +182,7 @@ __all__ = [
     "cleanup",
     "compare",
     "constant_to_input",
+    "constants_to_initializers",
     "custom_op",
     "diff",
     "expose",
@@ -181,6 +190,7 @@ __all__ = [
     "extract",
     "extract_with_report",
     "fold_constants",
+    "fold_shapes",
     "from_graphsurgeon",
     "infer_shapes",
     "infer_shapes_with_report",
@@ -194,8 +204,10 @@ __all__ = [
     "make_feeds",
     "markers",
     "merge",
+    "merge_constants",
     "parse_model",
     "remove_attribute",
+    "remove_identities",
     "remove_node",
     "rename_node",
     "rename_tensor",
@@ -230,7 +242,10 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "_custom_ops": ("CustomOp", "custom_op", "load_python_ops"),
     "_infer": ("Retyped", "ShapeInference", "Untyped", "infer_shapes", "infer_shapes_with_report"),
     "_options": ("Backend", "Balance", "FeedOptions", "OptLevel", "Provider", "Tolerance"),
-    "_simplify": ("Simplification", "simplify", "simplify_with_report"),
+    "_simplify": (
+        "Simplification", "constants_to_initializers", "fold_constants", "fold_shapes", "merge_constants",
+        "remove_identities", "simplify", "simplify_with_report",
+    ),
     "_build": ("GraphBuilder", "parse_model"),
     "_compare": (
         "Comparison", "Divergence", "FiniteCheck", "Fusion", "MarkerResult", "NonFinite", "TensorDiff", "ValueRange",
@@ -238,7 +253,7 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     ),
     "_diff": ("Change", "ModelDiff", "diff"),
     "_edit": (
-        "bypass_node", "cleanup", "constant_to_input", "fold_constants", "from_graphsurgeon",
+        "bypass_node", "cleanup", "constant_to_input", "from_graphsurgeon",
         "initializer_to_input", "input_to_initializer", "insert_node", "merge", "remove_attribute",
         "remove_node", "rename_node", "rename_tensor", "replace_op", "set_attribute", "set_dims",
         "set_initializer", "set_op_type", "set_opset", "to_graphsurgeon",

@@ -1,6 +1,6 @@
 """Recipes: a list of edits in a JSON or YAML file, applied in order, reviewable and replayable.
 
-    - op: set_op_type          # a function of graphkit._edit
+    - op: set_op_type          # a function of graphkit._edit (or a pass of graphkit._simplify)
       node: Add                # its keyword arguments
       op_type: Sub
     - op: set_initializer
@@ -32,6 +32,7 @@ import numpy as np
 
 from graphkit import _check_args as argcheck
 from graphkit import _edit as edit
+from graphkit import _simplify
 from graphkit._arrays import read_npy
 from graphkit._convert import to_float16
 from graphkit._files import read_data
@@ -48,8 +49,12 @@ OPERATIONS: dict[str, Callable[..., Model]] = {
     for name in (
         "set_attribute", "remove_attribute", "set_op_type", "rename_tensor", "rename_node", "bypass_node",
         "remove_node", "insert_node", "set_initializer", "initializer_to_input", "constant_to_input",
-        "input_to_initializer", "set_dims", "replace_op", "set_opset", "cleanup", "fold_constants", "merge",
+        "input_to_initializer", "set_dims", "replace_op", "set_opset", "cleanup", "merge",
     )
+} | {
+    name: getattr(_simplify, name)
+    for name in ("fold_constants", "constants_to_initializers", "remove_identities", "fold_shapes", "merge_constants",
+                 "simplify")
 } | {"to_float16": to_float16}
 #: Operations without a ``check`` keyword (their result is validated with the whole recipe's).
 _UNCHECKED = frozenset({"to_float16"})

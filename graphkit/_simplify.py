@@ -42,21 +42,24 @@ from onnx import helper, numpy_helper
 
 from graphkit import _check_args as argcheck
 from graphkit import _ort
-from graphkit._edit._common import _drop_opsets, _rename_scope
+from graphkit._edit._common import _drop_opsets, _noop_returns_input, _rename_scope
 from graphkit._edit.cleaning import _clean_functions, _clean_graph, _prune
 from graphkit._graph import GraphIndex, node_label, subgraphs
 from graphkit._io import tensor_nbytes, tensor_value
 from graphkit._model import Model, iter_graphs
 from graphkit._typing import Source, tensor_types, weightless
 from graphkit._validate import check_or_raise
-from graphkit.errors import GraphkitError, InvalidModelError, UsageError
+from graphkit.errors import GraphkitError, InvalidModelError, NoChangeError, UsageError
 
-__all__ = ["PASSES", "Simplification", "op_counts", "run_passes", "simplify", "simplify_with_report"]
+__all__ = [
+    "PASSES", "Simplification", "constants_to_initializers", "fold_constants", "fold_shapes", "merge_constants",
+    "op_counts", "remove_identities", "run_passes", "simplify", "simplify_with_report",
+]
 
 log = logging.getLogger(__name__)
 
 #: The passes, in the order each round runs them.
-PASSES = ("constants", "identities", "shapes", "fold", "merge", "dead")
+PASSES = ("constants", "identities", "shapes", "reshapes", "fold", "merge", "dead")
 #: Folded values larger than this are not stored (their nodes stay), by default.
 DEFAULT_MAX_BYTES = 64 * 2**20
 #: At most this many bytes of weights are handed to ONNX Runtime in one folding run.
@@ -121,6 +124,7 @@ def op_counts(model: Model) -> dict[str, int]:
     return dict(_op_counts(model.lazy_proto))
 
 
+@_noop_returns_input
 def simplify(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check: bool = True) -> Model:
     """The same computation in fewer nodes: every pass of ``PASSES`` until none changes anything.
 
@@ -131,13 +135,18 @@ def simplify(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check: bool
         check: Validate the result (onnx.checker's full check and graphkit's checks).
 
     Returns:
-        The simplified model, or ``model`` itself when nothing could be simplified.
+        The simplified model, or ``model`` itself when nothing could be simplified (``simplify.__wrapped__``
+        raises NoChangeError instead, as every edit does).
 
     Raises:
         InvalidModelError: Shape inference contradicts the model itself (naming the node and the
             tensor), or the result fails validation.
     """
-    return simplify_with_report(model, max_bytes=max_bytes, check=check).model
+    result = simplify_with_report(model, max_bytes=max_bytes, check=check).model
+    if result is model:
+        raise NoChangeError(f"simplify changes nothing in {model.name}", hint="the model is already as simple as "
+                            "simplify makes it; drop --simplify")
+    return result
 
 
 def simplify_with_report(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check: bool = True,
@@ -182,10 +191,16 @@ def run_passes(model: Model, passes: Sequence[str], *, max_bytes: int = DEFAULT_
     Raises:
         InvalidModelError: Shape inference contradicts the model itself.
     """
-    if "shapes" in passes:
+    result, changes, rounds, _ = _run_passes(model, passes, max_bytes=max_bytes)
+    return result, changes, rounds
+
+
+def _run_passes(model: Model, passes: Sequence[str], *, max_bytes: int,
+                constant_identities: bool = False) -> tuple[Model, dict[str, int], int, _State]:
+    if "shapes" in passes or "reshapes" in passes:
         _check_consistent(model)
     proto = model.copy().lazy_proto
-    state = _State(model, proto, max_bytes)
+    state = _State(model, proto, max_bytes, constant_identities=constant_identities)
     changes: Counter[str] = Counter()
     rounds = 0
     for rounds in range(1, _MAX_ROUNDS + 1):  # noqa: B007 (the count is reported)
@@ -198,15 +213,20 @@ def run_passes(model: Model, passes: Sequence[str], *, max_bytes: int = DEFAULT_
         if not changed:
             break
     if not any(changes.values()):
-        return model, {p: 0 for p in passes}, rounds
-    return Model(proto, model.base_dir, None), {p: changes[p] for p in passes}, rounds
+        return model, {p: 0 for p in passes}, rounds, state
+    return Model(proto, model.base_dir, None), {p: changes[p] for p in passes}, rounds, state
 
 
 class _State:
     """The copy being simplified, the Model it came from (weights' folder) and the options."""
 
-    def __init__(self, model: Model, proto: onnx.ModelProto, max_bytes: int) -> None:
+    def __init__(self, model: Model, proto: onnx.ModelProto, max_bytes: int, *,
+                 constant_identities: bool = False) -> None:
         self.model = model
+        #: Only Identities of constants go (fold_constants), not every Identity and Dropout.
+        self.constant_identities = constant_identities
+        #: How many folded values were left unstored for being larger than ``max_bytes``.
+        self.too_big = 0
         self.proto = proto
         self.max_bytes = max_bytes
         self.opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
@@ -377,6 +397,8 @@ def _identities_in(state: _State, graph: onnx.GraphProto, outer: Mapping[str, on
     removed: list[int] = []
     for i, node in enumerate(index.nodes):
         source = _passthrough(state, node, index, consts)
+        if state.constant_identities and source not in consts:
+            continue
         if source is not None and node.output[0] not in index.output_set:
             mapping[node.output[0]] = source
             removed.append(i)
@@ -389,6 +411,8 @@ def _identities_in(state: _State, graph: onnx.GraphProto, outer: Mapping[str, on
         _rename_scope(graph, mapping, defs=False, outputs=False)
         _prune(graph, removed)
         count += len(removed)
+    if state.constant_identities:
+        return count
     return count + _identities_into_outputs(state, graph, consts)
 
 
@@ -472,7 +496,7 @@ def _shapes_in(state: _State, graph: onnx.GraphProto, *, top: bool) -> int:
     if not shape_nodes:
         return count
     names = list(dict.fromkeys(n.input[0] for n in shape_nodes))
-    types = _types_of(state, graph, names, top=top)
+    types = _types_of(state, graph, names, top=top, declared=False)
     values: dict[str, np.ndarray] = {}
     for node in shape_nodes:
         dims = _dims(types.get(node.input[0]))
@@ -492,11 +516,13 @@ def _shapes_in(state: _State, graph: onnx.GraphProto, *, top: bool) -> int:
     return count + _replace_by_constants(graph, values)
 
 
-def _types_of(state: _State, graph: onnx.GraphProto, names: list[str], *, top: bool) -> dict[str, onnx.TypeProto]:
-    """Types of ``names``: the typing engine for the main graph, what a body declares for a body."""
+def _types_of(state: _State, graph: onnx.GraphProto, names: list[str], *, top: bool,
+              declared: bool = True) -> dict[str, onnx.TypeProto]:
+    """Types of ``names``: the typing engine for the main graph, what a body declares for a body.
+    ``declared=False`` infers them from the graph inputs' types instead of believing value_info."""
     if top:
         try:
-            return tensor_types(state.current(), names, observe=False).types
+            return tensor_types(state.current(), names, declared=declared, observe=False).types
         except GraphkitError as err:
             log.info("simplify: cannot type the inputs of Shape nodes: %s", err)
             return {}
@@ -570,6 +596,65 @@ def _sort(graph: onnx.GraphProto) -> None:
     _set_nodes(graph, (nodes[i] for i in order))
 
 
+# ------------------------------------------------------------------------- Reshape targets from types
+
+
+def _pass_reshapes(state: _State) -> int:
+    """Reshapes whose target is computed (``Shape → Gather → … → Concat``) get a constant target when the
+    typing engine proves every output dim: a size, ``0`` (copy) for a dim that is the same named dim of
+    the input at the same position, and ``-1`` for at most one other; the computation then dies."""
+    graph = state.proto.graph
+    consts = _visible_constants(graph, {})
+    found = [n for n in graph.node if n.op_type == "Reshape" and n.domain in ("", "ai.onnx") and len(n.input) == 2
+             and n.input[1] and n.input[1] not in consts and not any(a.name == "allowzero" and a.i for a in n.attribute)]
+    if not found:
+        return 0
+    # (inferred, not declared: an exporter's name for an output dim is no proof of its size)
+    types = _types_of(state, graph, list(dict.fromkeys(name for n in found for name in (n.input[0], n.output[0]))),
+                      top=True, declared=False)
+    taken = {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output} | {i.name for i in graph.input}
+    count = 0
+    for node in found:
+        target = _exact_target(_dims(types.get(node.input[0])), _dims(types.get(node.output[0])))
+        if target is None:
+            continue
+        name = _fresh(f"{node.output[0]}/shape", taken)
+        graph.initializer.append(numpy_helper.from_array(np.array(target, np.int64), name))
+        node.input[1] = name
+        count += 1
+    return count
+
+
+def _exact_target(data: list[int | str] | None, out: list[int | str] | None) -> list[int] | None:
+    """A constant Reshape target giving exactly ``out`` from ``data`` at every size, or None."""
+    if data is None or out is None or not out:
+        return None
+    target: list[int] = []
+    for j, dim in enumerate(out):
+        if isinstance(dim, int):
+            if dim == 0:
+                return None  # (0 in a target copies the input's dim; a zero size cannot be written)
+            target.append(dim)
+        elif j < len(data) and data[j] == dim and _named(dim):
+            target.append(0)
+        else:
+            target.append(-1)
+    return target if target.count(-1) <= 1 else None
+
+
+def _named(dim: str) -> bool:
+    """A dim name that means the same size wherever it appears (not a placeholder for an unknown)."""
+    return bool(dim) and dim != "?" and not dim.startswith("unk")
+
+
+def _fresh(stem: str, taken: set[str]) -> str:
+    name, k = stem, 1
+    while name in taken:
+        name, k = f"{stem}_{k}", k + 1
+    taken.add(name)
+    return name
+
+
 # ------------------------------------------------------------------------------ constant folding
 
 
@@ -628,6 +713,7 @@ def _fold(state: _State, graph: onnx.GraphProto, index: GraphIndex, order: list[
         too_big = {index.producer[n] for n in wanted if values[n].nbytes > state.max_bytes}
         if not too_big:
             break
+        state.too_big += len(too_big)
         folded -= too_big
     if not folded:
         return 0
@@ -778,7 +864,92 @@ _PASS_FUNCTIONS = {
     "constants": _pass_constants,
     "identities": _pass_identities,
     "shapes": _pass_shapes,
+    "reshapes": _pass_reshapes,
     "fold": _pass_fold,
     "merge": _pass_merge,
     "dead": _pass_dead,
 }
+
+
+# -------------------------------------------------------------------------------- the edit options
+
+
+def _as_edit(model: Model, passes: Sequence[str], *, what: str, hint: str, max_bytes: int = DEFAULT_MAX_BYTES,
+             check: bool = True, constant_identities: bool = False) -> Model:
+    """Run ``passes`` as one edit: validated like every edit, NoChangeError when nothing changes."""
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    argcheck.integer(max_bytes, "max_bytes", minimum=0, maximum=argcheck.INT64_MAX)
+    argcheck.boolean(check, "check")
+    result, _, _, state = _run_passes(model, passes, max_bytes=max_bytes, constant_identities=constant_identities)
+    if result is model:
+        if state.too_big:
+            raise NoChangeError(f"{what}: every foldable tensor of {model.name} is larger than {max_bytes} bytes",
+                                hint="raise max_bytes (--fold-constants MAX_BYTES)")
+        if what == "fold_constants":
+            raise NoChangeError(f"fold_constants: no node of {model.name} depends only on constants", hint=hint)
+        raise NoChangeError(f"{what} changes nothing in {model.name}", hint=hint)
+    if check:
+        check_or_raise(result, what=f"the model after {what}")
+    return result
+
+
+@_noop_returns_input
+def fold_constants(model: Model, /, *, max_bytes: int = 2**20, check: bool = True) -> Model:
+    """Replace what is computed from constants alone by its value, in every graph (bodies too).
+
+    Constant nodes become initializers; an Identity of a constant is rewired to read the constant
+    (a weight is never copied); Shape and Size of tensors whose dims are static become constants;
+    the rest is evaluated once in ONNX Runtime. A value larger than ``max_bytes`` is not stored (its
+    nodes stay); non-deterministic and custom-domain ops and DequantizeLinear are never folded.
+
+    Raises:
+        InvalidModelError: Shape inference contradicts the model itself, or the result is invalid.
+    """
+    return _as_edit(model, ["constants", "identities", "shapes", "fold"], what="fold_constants", max_bytes=max_bytes,
+                    check=check, constant_identities=True, hint="nothing to fold; drop --fold-constants")
+
+
+@_noop_returns_input
+def constants_to_initializers(model: Model, /, *, check: bool = True) -> Model:
+    """Turn Constant nodes into initializers, in every graph (a Constant that is a graph output stays).
+
+    Raises:
+        InvalidModelError: The result is invalid.
+    """
+    return _as_edit(model, ["constants"], what="constants_to_initializers", check=check,
+                    hint="the model has no Constant node that can become an initializer")
+
+
+@_noop_returns_input
+def remove_identities(model: Model, /, *, check: bool = True) -> Model:
+    """Remove Identity nodes and Dropout in inference (mask unread, training_mode absent or false):
+    their readers read their input; a graph output's producer writes it directly.
+
+    Raises:
+        InvalidModelError: The result is invalid.
+    """
+    return _as_edit(model, ["identities"], what="remove_identities", check=check,
+                    hint="the model has no Identity or inference Dropout that can go")
+
+
+@_noop_returns_input
+def fold_shapes(model: Model, /, *, check: bool = True) -> Model:
+    """Replace Shape/Size of static dims (and Gathers of static dims) by constants, give Reshapes whose
+    output dims inference proves a constant target, and remove the shape computations left unused.
+    Follow with ``fold_constants`` to fold what the new constants feed.
+
+    Raises:
+        InvalidModelError: Shape inference contradicts the model itself, or the result is invalid.
+    """
+    return _as_edit(model, ["shapes", "reshapes", "dead"], what="fold_shapes", check=check,
+                    hint="no shape of the model is both computed and static")
+
+
+@_noop_returns_input
+def merge_constants(model: Model, /, *, check: bool = True) -> Model:
+    """Merge initializers with equal dtype, shape and data (or the same external location) into one.
+
+    Raises:
+        InvalidModelError: The result is invalid.
+    """
+    return _as_edit(model, ["merge"], what="merge_constants", check=check, hint="no two initializers are equal")

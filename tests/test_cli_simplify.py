@@ -94,7 +94,8 @@ def test_a_contradiction_exits_2_and_writes_nothing(tmp_path: Path, capsys: pyte
 
 def test_skip_leaves_a_pass_out(exported: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "o.onnx"
-    assert main(["simplify", str(exported), str(out), "--skip", "identities", "--skip", "shapes", "--json"]) == 0
+    assert main(["simplify", str(exported), str(out), "--skip", "identities", "--skip", "shapes", "--skip", "reshapes",
+                 "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["after"].get("Identity") == 1 and data["after"].get("Shape") == 1
 
@@ -105,3 +106,17 @@ def test_simplify_through_python_dash_m(tmp_path: Path) -> None:
                            str(out)], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert "verified" in done.stdout and out.exists()
+
+
+def test_the_passes_are_edit_options_and_recipe_steps(exported: Path, tmp_path: Path) -> None:
+    out, recipe = tmp_path / "edited.onnx", tmp_path / "r.yaml"
+    assert main(["edit", str(exported), str(out), "--constants-to-initializers", "--remove-identities", "--fold-shapes",
+                 "--save-recipe", str(recipe)]) == 0
+    assert [n.op_type for n in gk.load(out).graph.node] == ["Mul", "Reshape"]
+    again = tmp_path / "again.onnx"
+    assert main(["edit", str(exported), str(again), "--recipe", str(recipe)]) == 0
+    assert [n.op_type for n in gk.load(again).graph.node] == ["Mul", "Reshape"]
+    once = tmp_path / "once.onnx"
+    assert main(["edit", str(exported), str(once), "--simplify"]) == 0
+    assert [n.op_type for n in gk.load(once).graph.node] == ["Mul", "Reshape"]
+    assert main(["edit", str(once), str(tmp_path / "noop.onnx"), "--simplify"]) == 2

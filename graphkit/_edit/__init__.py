@@ -12,14 +12,14 @@ from an If/Loop/Scan body is renamed there too, unless the body defines the same
 
 The families: ``attributes``; ``renames``; ``structure`` (insert, remove, bypass); ``values``
 (initializers, Constant outputs, graph inputs); ``shapes`` (set_dims); ``opsets`` (set_op_type,
-replace_op, set_opset); ``cleaning`` (the one dead-node removal, cleanup, fold_constants); ``merging``;
+replace_op, set_opset); ``cleaning`` (the one dead-node removal, cleanup); ``merging``;
 ``graphsurgeon`` (the only importer of onnx_graphsurgeon). ``_common`` holds what they share.
 """
 
 from __future__ import annotations
 
 from graphkit._edit.attributes import remove_attribute, set_attribute
-from graphkit._edit.cleaning import cleanup, fold_constants
+from graphkit._edit.cleaning import cleanup
 from graphkit._edit.graphsurgeon import from_graphsurgeon, to_graphsurgeon
 from graphkit._edit.merging import merge
 from graphkit._edit.opsets import replace_op, set_op_type, set_opset
@@ -37,7 +37,6 @@ __all__ = [
     "bypass_node",
     "cleanup",
     "constant_to_input",
-    "fold_constants",
     "from_graphsurgeon",
     "initializer_to_input",
     "input_to_initializer",

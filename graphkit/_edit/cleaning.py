@@ -1,17 +1,13 @@
-"""Dead-node removal (``_prune``, the one used by every edit), cleanup and constant folding."""
+"""Dead-node removal (``_prune``, the one used by every edit) and cleanup (constant folding is in ``graphkit._simplify``)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable
 
-import numpy as np
 import onnx
-from onnx import helper, numpy_helper
 
 from graphkit import _check_args as argcheck
-from graphkit import _ort
 from graphkit._edit._common import (
-    STANDARD_DOMAINS,
     _drop_opsets,
     _drop_value_info,
     _every_node,
@@ -21,13 +17,6 @@ from graphkit._edit._common import (
 )
 from graphkit._graph import GraphIndex, subgraphs
 from graphkit._model import Model, iter_graphs
-from graphkit.errors import (
-    NoChangeError,
-)
-
-#: Ops never folded: their outputs are not a function of their inputs.
-NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
-                    "Bernoulli"}
 
 
 def _prune(graph: onnx.GraphProto, removed: Collection[int] = (), *, fed: Iterable[str] = (),
@@ -146,91 +135,3 @@ def _clean_functions(proto: onnx.ModelProto) -> None:
     kept = [f for f in proto.functions if (_norm_domain(f.domain), f.name) in used]
     del proto.functions[:]
     proto.functions.extend(kept)
-
-
-@_noop_returns_input
-def fold_constants(model: Model, /, *, max_bytes: int = 2**20, check: bool = True) -> Model:
-    """Evaluate the main-graph nodes that depend only on constants and replace them by initializers.
-
-    The constant part is cut out as a small model and run once through ONNX Runtime. A folded tensor
-    larger than ``max_bytes`` is not stored: its producing nodes stay. Non-deterministic ops (Random*,
-    Multinomial, Bernoulli) and custom-domain ops are never folded. Constant nodes feeding only
-    unfolded nodes are left alone.
-
-    Raises:
-        RuntimeFailure: ONNX Runtime fails on the constant part.
-    """
-    argcheck.instance(model, "model", Model, argcheck.MODEL)
-    argcheck.integer(max_bytes, "max_bytes", minimum=0, maximum=argcheck.INT64_MAX)
-    argcheck.boolean(check, "check")
-    proto = model.copy().lazy_proto
-    graph = proto.graph
-    index = GraphIndex(graph)
-    constants = _constant_names(graph)
-    folded = _foldable(graph, index, constants)
-    if not folded:
-        raise NoChangeError(f"fold_constants: no node of {model.name} depends only on constants",
-                            hint="nothing to fold; drop --fold-constants")
-    produced = [o for i in sorted(folded) for o in graph.node[i].output if o]
-    part = Model(_constant_model(proto, index, folded, produced), model.base_dir)
-    found = _ort.run_session(_ort.session(part, opt_level="disable"), produced, {}, f"the constant part of {model.name}")
-    values = {name: np.asarray(value) for name, value in zip(produced, found)}
-    while True:
-        wanted = _fold_boundary(graph, index, folded)
-        too_big = {index.producer[n] for n in wanted if values[n].nbytes > max_bytes}
-        if not too_big:
-            break
-        folded -= too_big
-    if not folded:
-        raise NoChangeError(f"fold_constants: every foldable tensor of {model.name} is larger than {max_bytes} bytes",
-                            hint="raise max_bytes (--fold-max-bytes)")
-    _apply_fold(graph, folded, {name: values[name] for name in wanted})
-    return _finish(model, proto, check=check, what="fold_constants")
-
-
-def _constant_names(graph: onnx.GraphProto) -> set[str]:
-    listed = {i.name for i in graph.input}
-    names = {t.name for t in graph.initializer if t.name not in listed}
-    names |= {n.output[0] for n in graph.node if n.op_type == "Constant" and n.output}
-    return names
-
-
-def _foldable(graph: onnx.GraphProto, index: GraphIndex, constants: set[str]) -> set[int]:
-    known = set(constants)
-    folded: set[int] = set()
-    for i in index.topological_order():
-        node = graph.node[i]
-        if node.op_type == "Constant" or node.op_type in NONDETERMINISTIC:
-            continue
-        if _norm_domain(node.domain) not in STANDARD_DOMAINS or not index.node_reads[i]:
-            continue
-        if all(name in known for name in index.node_reads[i]):
-            folded.add(i)
-            known.update(o for o in node.output if o)
-    return folded
-
-
-def _fold_boundary(graph: onnx.GraphProto, index: GraphIndex, folded: set[int]) -> list[str]:
-    """Outputs of folded nodes that something outside the folded set (or a graph output) reads."""
-    outside = [i for i in range(len(graph.node)) if i not in folded]
-    read = {name for i in outside for name in index.node_reads[i]} | set(index.outputs)
-    return [o for i in sorted(folded) for o in graph.node[i].output if o and o in read]
-
-
-def _constant_model(proto: onnx.ModelProto, index: GraphIndex, folded: set[int], wanted: list[str]) -> onnx.ModelProto:
-    graph = proto.graph
-    needed = {name for i in folded for name in index.node_reads[i]}
-    constants = [graph.node[i] for i, n in enumerate(graph.node) if n.op_type == "Constant" and n.output[0] in needed]
-    nodes = constants + [graph.node[i] for i in index.topological_order() if i in folded]
-    inits = [t for t in graph.initializer if t.name in needed]
-    small = helper.make_graph(nodes, "constants", [], [helper.make_empty_tensor_value_info(n) for n in wanted],
-                              initializer=inits)
-    probe = helper.make_model(small, opset_imports=list(proto.opset_import), ir_version=proto.ir_version)
-    probe.functions.extend(proto.functions)
-    return probe
-
-
-def _apply_fold(graph: onnx.GraphProto, folded: set[int], values: Mapping[str, np.ndarray]) -> None:
-    _prune(graph, folded)
-    for name, value in values.items():
-        graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))

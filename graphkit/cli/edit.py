@@ -207,7 +207,16 @@ OPTIONS: dict[str, tuple[str | None, Callable[[Any], Step], str]] = {
     "--cleanup": (None, lambda _t: Step("cleanup", {}),
                   "remove unused nodes, initializers, inputs, value_info, functions and opset imports"),
     "--fold-constants": ("MAX_BYTES", _fold, "replace constant-only computations by initializers "
-                                             "(through ONNX Runtime), each at most MAX_BYTES (default 1 MiB)"),
+                                             "(through ONNX Runtime), each at most MAX_BYTES (default 1 MiB); "
+                                             "in every graph, Constant nodes and static shapes included"),
+    "--constants-to-initializers": (None, lambda _t: Step("constants_to_initializers", {}),
+                                    "turn Constant nodes into initializers"),
+    "--remove-identities": (None, lambda _t: Step("remove_identities", {}),
+                            "remove Identity and inference Dropout nodes (readers read their input)"),
+    "--fold-shapes": (None, lambda _t: Step("fold_shapes", {}),
+                      "replace Shape/Size of static dims by constants and give Reshapes constant targets"),
+    "--merge-constants": (None, lambda _t: Step("merge_constants", {}), "merge initializers holding equal values"),
+    "--simplify": (None, lambda _t: Step("simplify", {}), "every pass of 'graphkit simplify' (without its verification)"),
 }
 
 
