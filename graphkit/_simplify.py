@@ -229,6 +229,8 @@ class _State:
         self.too_big = 0
         self.proto = proto
         self.max_bytes = max_bytes
+        #: Before IR version 4 every initializer is also a graph input.
+        self.old_ir = proto.ir_version < 4
         self.opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
         #: Nodes whose evaluation failed once (by id of their proto's serialization) are not tried again.
         self.failed: set[bytes] = set()
@@ -383,11 +385,12 @@ def _constant_tensor(node: onnx.NodeProto) -> onnx.TensorProto | None:
 
 
 def _pass_identities(state: _State) -> int:
-    return _identities_in(state, state.proto.graph, {})
+    return _identities_in(state, state.proto.graph, {}, top=True)
 
 
-def _identities_in(state: _State, graph: onnx.GraphProto, outer: Mapping[str, onnx.TensorProto]) -> int:
-    consts = _visible_constants(graph, outer)
+def _identities_in(state: _State, graph: onnx.GraphProto, outer: Mapping[str, onnx.TensorProto], *,
+                   top: bool = False) -> int:
+    consts = _visible_constants(graph, outer, listed=top and state.old_ir)
     count = 0
     for node in graph.node:
         for sub in subgraphs(node):
@@ -469,12 +472,14 @@ def _passthrough(state: _State, node: onnx.NodeProto, index: GraphIndex,
     return node.input[0]
 
 
-def _visible_constants(graph: onnx.GraphProto, outer: Mapping[str, onnx.TensorProto]) -> dict[str, onnx.TensorProto]:
+def _visible_constants(graph: onnx.GraphProto, outer: Mapping[str, onnx.TensorProto], *,
+                       listed: bool = False) -> dict[str, onnx.TensorProto]:
     """Constants a graph's nodes can read: its initializers (not overridable inputs) and, unless
-    shadowed, its enclosing graphs'."""
-    defined = {i.name for i in graph.input} | {o for n in graph.node for o in n.output}
+    shadowed, its enclosing graphs'. ``listed``: before IR version 4 every initializer is also listed
+    as a graph input, and is a constant all the same (as the typing engine and onnxsim take it)."""
+    inputs = set() if listed else {i.name for i in graph.input}
+    defined = inputs | {o for n in graph.node for o in n.output}
     consts = {name: t for name, t in outer.items() if name not in defined}
-    inputs = {i.name for i in graph.input}
     consts.update((t.name, t) for t in graph.initializer if t.name not in inputs)
     return consts
 
@@ -511,9 +516,9 @@ def _shapes_in(state: _State, graph: onnx.GraphProto, *, top: bool) -> int:
             values[node.output[0]] = np.array(picked, np.int64)
         else:
             values.update(_static_gathers(graph, node.output[0], picked))
-    if not values:
+    if not values or (state.old_ir and not top):
         return count
-    return count + _replace_by_constants(graph, values)
+    return count + _replace_by_constants(state, graph, values, top=top)
 
 
 def _types_of(state: _State, graph: onnx.GraphProto, names: list[str], *, top: bool,
@@ -526,10 +531,11 @@ def _types_of(state: _State, graph: onnx.GraphProto, names: list[str], *, top: b
         except GraphkitError as err:
             log.info("simplify: cannot type the inputs of Shape nodes: %s", err)
             return {}
-    declared = {v.name: v.type for v in [*graph.input, *graph.value_info, *graph.output]}
+    values = [*graph.input, *graph.value_info, *graph.output] if declared else list(graph.input)
+    known = {v.name: v.type for v in values}
     for tensor in graph.initializer:
-        declared[tensor.name] = helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims))
-    return {n: declared[n] for n in names if n in declared}
+        known[tensor.name] = helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims))
+    return {n: known[n] for n in names if n in known}
 
 
 def _dims(tp: onnx.TypeProto | None) -> list[int | str] | None:
@@ -572,7 +578,8 @@ def _static_gathers(graph: onnx.GraphProto, shape: str, dims: list[int | str]) -
     return found
 
 
-def _replace_by_constants(graph: onnx.GraphProto, values: Mapping[str, np.ndarray]) -> int:
+def _replace_by_constants(state: _State, graph: onnx.GraphProto, values: Mapping[str, np.ndarray], *,
+                          top: bool) -> int:
     """Replace the producers of ``values`` by initializers (Constant nodes for graph outputs)."""
     index = GraphIndex(graph)
     outputs = index.output_set
@@ -583,11 +590,19 @@ def _replace_by_constants(graph: onnx.GraphProto, values: Mapping[str, np.ndarra
         if name in outputs:
             constants.append(helper.make_node("Constant", [], [name], value=numpy_helper.from_array(value, name)))
     _prune(graph, doomed, index=index)
-    graph.initializer.extend(numpy_helper.from_array(v, n) for n, v in values.items() if n not in outputs)
+    _add_initializers(state, graph, [numpy_helper.from_array(v, n) for n, v in values.items() if n not in outputs],
+                      top=top)
     if constants:
         graph.node.extend(constants)
         _sort(graph)
     return before - len(graph.node)
+
+
+def _add_initializers(state: _State, graph: onnx.GraphProto, tensors: list[onnx.TensorProto], *, top: bool) -> None:
+    """Add initializers (before IR version 4, listed as graph inputs too, as that version requires)."""
+    graph.initializer.extend(tensors)
+    if top and state.old_ir:
+        graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in tensors)
 
 
 def _sort(graph: onnx.GraphProto) -> None:
@@ -604,7 +619,7 @@ def _pass_reshapes(state: _State) -> int:
     typing engine proves every output dim: a size, ``0`` (copy) for a dim that is the same named dim of
     the input at the same position, and ``-1`` for at most one other; the computation then dies."""
     graph = state.proto.graph
-    consts = _visible_constants(graph, {})
+    consts = _visible_constants(graph, {}, listed=state.old_ir)
     found = [n for n in graph.node if n.op_type == "Reshape" and n.domain in ("", "ai.onnx") and len(n.input) == 2
              and n.input[1] and n.input[1] not in consts and not any(a.name == "allowzero" and a.i for a in n.attribute)]
     if not found:
@@ -619,7 +634,7 @@ def _pass_reshapes(state: _State) -> int:
         if target is None:
             continue
         name = _fresh(f"{node.output[0]}/shape", taken)
-        graph.initializer.append(numpy_helper.from_array(np.array(target, np.int64), name))
+        _add_initializers(state, graph, [numpy_helper.from_array(np.array(target, np.int64), name)], top=True)
         node.input[1] = name
         count += 1
     return count
@@ -659,17 +674,19 @@ def _fresh(stem: str, taken: set[str]) -> str:
 
 
 def _pass_fold(state: _State) -> int:
-    return _fold_in(state, state.proto.graph, {})
+    return _fold_in(state, state.proto.graph, {}, top=True)
 
 
-def _fold_in(state: _State, graph: onnx.GraphProto, outer: Mapping[str, onnx.TensorProto]) -> int:
-    consts = _visible_constants(graph, outer)
+def _fold_in(state: _State, graph: onnx.GraphProto, outer: Mapping[str, onnx.TensorProto], *,
+             top: bool = False) -> int:
+    listed = top and state.old_ir
+    consts = _visible_constants(graph, outer, listed=listed)
     count = 0
     index = GraphIndex(graph)
-    folded = _foldable(state, index, consts)
+    folded = _foldable(state, index, consts) if top or not state.old_ir else []
     if folded:
-        count += _fold(state, graph, index, folded, consts)
-        consts = _visible_constants(graph, outer)
+        count += _fold(state, graph, index, folded, consts, top=top)
+        consts = _visible_constants(graph, outer, listed=listed)
     for node in graph.node:
         for sub in subgraphs(node):
             count += _fold_in(state, sub, consts)
@@ -701,7 +718,7 @@ def _too_big(tensor: onnx.TensorProto, limit: int) -> bool:
 
 
 def _fold(state: _State, graph: onnx.GraphProto, index: GraphIndex, order: list[int],
-          consts: Mapping[str, onnx.TensorProto]) -> int:
+          consts: Mapping[str, onnx.TensorProto], *, top: bool) -> int:
     """Evaluate the nodes at ``order`` and replace what leaves them by constants; the count removed."""
     folded = set(order)
     outside = {name for i, reads in enumerate(index.node_reads) if i not in folded for name in reads}
@@ -717,7 +734,7 @@ def _fold(state: _State, graph: onnx.GraphProto, index: GraphIndex, order: list[
         folded -= too_big
     if not folded:
         return 0
-    return _replace_by_constants(graph, {name: values[name] for name in _boundary(index, folded)}) or 0
+    return _replace_by_constants(state, graph, {name: values[name] for name in _boundary(index, folded)}, top=top)
 
 
 def _boundary(index: GraphIndex, folded: set[int]) -> list[str]:

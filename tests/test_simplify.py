@@ -359,6 +359,16 @@ def test_unknown_pass_is_a_usage_error() -> None:
 # ---------------------------------------------------------------------------------- light models
 
 
+def test_initializers_listed_as_inputs_before_ir_4_are_constants() -> None:
+    model = gk.load(LIGHT / "light_squeezenet.onnx")  # weights made by 39 ConstantOfShape nodes, IR version 3
+    result = gk.simplify(model)
+    assert "ConstantOfShape" not in ops(result) and "Dropout" not in ops(result) and len(ops(result)) == 65
+    assert result.proto.ir_version == 3
+    assert {t.name for t in result.graph.initializer} <= {i.name for i in result.graph.input}
+    assert_same_values(model, result)
+
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", sorted(LIGHT.glob("light_*.onnx")), ids=lambda p: p.stem)
 def test_light_models_simplify_to_the_same_values(path: Path) -> None:
