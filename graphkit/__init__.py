@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from graphkit._model import Model
     from graphkit._options import Backend, Balance, FeedOptions, OptLevel, Provider, Tolerance
     from graphkit._recipe import Recipe, Step, apply_recipe, load_recipe
+    from graphkit._reduce import Failure, Reduction, reduce, save_repro
     from graphkit._run import FeedNote, RunResult, TensorStats, make_feeds, run, run_detailed
     from graphkit._simplify import (
         Simplification,
@@ -125,6 +126,7 @@ __all__ = [
     "Exposure",
     "ExternalDataError",
     "Extraction",
+    "Failure",
     "FeedError",
     "FeedNote",
     "FeedOptions",
@@ -146,14 +148,15 @@ __all__ = [
     "ModelNotFoundError",
     "NameNotFoundError",
     "NoChangeError",
-    "NonFinite",
     "NodeNotFoundError",
+    "NonFinite",
     "OpenCutError",
     "OptLevel",
     "OutputDiff",
     "Port",
     "Provider",
     "Recipe",
+    "Reduction",
     "Report",
     "Retyped",
     "RunResult",
@@ -206,6 +209,7 @@ __all__ = [
     "merge",
     "merge_constants",
     "parse_model",
+    "reduce",
     "remove_attribute",
     "remove_identities",
     "remove_node",
@@ -216,6 +220,7 @@ __all__ = [
     "run_chain",
     "run_detailed",
     "save",
+    "save_repro",
     "set_attribute",
     "set_dims",
     "set_initializer",
@@ -237,6 +242,7 @@ __all__ = [
 #: Public names by the submodule that defines them; each is imported on first access.
 _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "_chain": ("ChainResult", "FragmentRun", "OutputDiff", "run_chain"),
+    "_reduce": ("Failure", "Reduction", "reduce", "save_repro"),
     "_convert": ("Clamped", "Float16Conversion", "KeptNode", "to_float16", "to_float16_with_report"),
     "_mixed": ("MixedNode", "MixedPrecision", "auto_mixed_precision"),
     "_custom_ops": ("CustomOp", "custom_op", "load_python_ops"),

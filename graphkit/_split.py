@@ -652,7 +652,7 @@ def write_split(
     try:
         tmp.mkdir()
         written = _write_into(result, tmp, folder, external)
-        _swap_into_place(tmp, folder)
+        _write.replace_folder(tmp, folder)
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         raise WriteError(f"cannot write {folder}: {err.strerror or err}", hint="check the folder and free space") from err
@@ -686,24 +686,6 @@ def _write_into(result: Split, tmp: Path, final: Path, external: bool | None) ->
     _write.fsync_path(tmp / MANIFEST)
     _write.fsync_dir(tmp)
     return written
-
-
-def _swap_into_place(tmp: Path, folder: Path) -> None:
-    if folder.is_dir() and not any(folder.iterdir()):
-        folder.rmdir()
-    if not folder.exists():
-        os.replace(tmp, folder)
-        _write.fsync_dir(folder.parent)
-        return
-    old = folder.parent / _write.temp_name(folder.name, _write.name_limit(folder.parent))
-    os.replace(folder, old)
-    try:
-        os.replace(tmp, folder)
-    except OSError:
-        os.replace(old, folder)
-        raise
-    _write.fsync_dir(folder.parent)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _relocate(written: Split, folder: Path) -> Split:

@@ -246,3 +246,23 @@ def write_error(dest: Path, err: OSError) -> WriteError:
         errno.EISDIR: ("it is a folder", "give a file name"),
     }.get(err.errno or 0, (err.strerror or str(err), "check the destination"))
     return WriteError(f"cannot write {dest}: {reason[0]}", hint=reason[1])
+
+
+def replace_folder(tmp: Path, folder: Path) -> None:
+    """Put the finished folder ``tmp`` (beside ``folder``) in ``folder``'s place: renamed in when
+    ``folder`` is absent or empty, else swapped with it (the old one removed after)."""
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+    if not folder.exists():
+        os.replace(tmp, folder)
+        fsync_dir(folder.parent)
+        return
+    old = folder.parent / temp_name(folder.name, name_limit(folder.parent))
+    os.replace(folder, old)
+    try:
+        os.replace(tmp, folder)
+    except OSError:
+        os.replace(old, folder)
+        raise
+    fsync_dir(folder.parent)
+    shutil.rmtree(old, ignore_errors=True)

@@ -41,6 +41,16 @@ def _tiny() -> gk.Model:
     return b.build()
 
 
+def _fails_to_run() -> gk.Model:
+    """x[n] -> Abs -> Reshape to [3, 7]: ONNX Runtime fails running the Reshape when n is not 21."""
+    b = gk.GraphBuilder("broken")
+    x = b.input("x", "float32", ["n"])
+    shape = b.initializer(np.array([3, 7], np.int64), "shape")
+    y = b.node("Reshape", [b.node("Abs", [x], name="abs", outputs=["a"]), shape], name="reshape", outputs=["y"])
+    b.output(y, "float32", [3, 7])
+    return b.build()
+
+
 def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
     """Exported callable name → (callable, a valid call's arguments by keyword or position name)."""
     model = _tiny()
@@ -57,6 +67,7 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
     python_op = gk.custom_op("my", "Twice", outputs=["float32"])(lambda x: 2 * x)
     builder = gk.GraphBuilder("b")
     builder.input("x", "float32", [2])
+    broken = _fails_to_run()
     return {
         "load": (gk.load, {"path": path, "lazy": None}),
         "save": (gk.save, {"model": model, "path": tmp / "o.onnx", "external": None, "location": None,
@@ -155,6 +166,12 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
         "check_finite": (gk.check_finite, {"model": model, "feeds": None, "feed_options": gk.FeedOptions(),
                                            "backend": "ort", "provider": "cpu", "provider_options": None,
                                            "custom_ops": (), "python_ops": (), "fragment_bytes": 2**20}),
+        "reduce": (gk.reduce, {"model": broken, "other": None, "fails_on": "run", "feeds": None,
+                               "feed_options": gk.FeedOptions(), "backend": None, "candidate_backend": "ort",
+                               "tolerance": gk.Tolerance(), "provider": "cpu", "reference_provider": None,
+                               "candidate_provider": None, "provider_options": None, "custom_ops": (),
+                               "python_ops": (), "divergence": None}),
+        "save_repro": (gk.save_repro, {"reduction": gk.reduce(broken), "outdir": tmp / "repro", "overwrite": True}),
         "markers": (gk.markers, {"model": markers, "domain": "my", "op": "Debug", "attr": "name", "expose": True}),
         "FeedOptions": (gk.FeedOptions, {"seed": 0, "shapes": {"x": [1, 4]}, "dims": {"batch": 1},
                                          "ranges": {"x": (0, 1)}, "default_dim": 1}),
@@ -190,6 +207,7 @@ def test_hostile_arguments_raise_graphkit_errors_only(tmp_path: Path, monkeypatc
     for name, (func, args) in sorted(table.items()):
         for param in args:
             values = HOSTILE if name not in ("run_chain", "compare", "run", "run_detailed", "fold_constants", "check_finite",
+                                             "reduce", "save_repro",
                                              "simplify", "simplify_with_report") \
                 else rng.sample(HOSTILE, 10)
             for value in values:

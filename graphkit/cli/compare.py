@@ -27,6 +27,7 @@ from graphkit._compare import (
 )
 from graphkit._numbers import parse_float
 from graphkit._options import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance
+from graphkit._reduce import reduce, save_repro
 from graphkit._run import input_specs
 from graphkit.cli import _common, _render
 from graphkit.cli._args import number, whole
@@ -38,6 +39,7 @@ from graphkit.cli._feeds import (
     provider_options,
     runtime_kwargs,
 )
+from graphkit.cli.reduce import render_reduction
 from graphkit.cli.run import render_feeds, render_finite
 from graphkit.errors import UsageError
 
@@ -85,6 +87,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="also find the first candidate node producing NaN or Inf from finite inputs (exit 1 if any)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--save-report", metavar="JSON", help="also write the JSON report to this file")
+    p.add_argument("--save-repro", metavar="DIR",
+                   help="write the smallest subgraph around the first divergence that still diverges, with the "
+                        "reference side's inputs and outputs and the command that reproduces it, into DIR")
+    p.add_argument("--overwrite", action="store_true", help="let --save-repro replace a folder that is not empty")
     p.set_defaults(func=run)
 
 
@@ -122,6 +128,11 @@ def run(args: argparse.Namespace) -> int:
         *((path, "a feed file") for path in parsed.files), *custom_op_reads(args)])
     if args.save_report:
         plan.write(args.save_report, "the report")
+    if args.save_repro:
+        if args.reference:
+            raise UsageError("--save-repro needs a reference side to run, not --reference values",
+                             hint="compare two models, or one model on two backends, with --save-repro")
+        plan.write_folder(args.save_repro, "the repro folder")
     plan.check()
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress
     result = compare(
@@ -147,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
         _print(result, show_all=args.show_all, seed=args.seed)
     if args.check_finite and not args.json:
         render_finite(result.first_nonfinite, (), len(result.tensors))
+    if args.save_repro:
+        _save_repro(args, result, model, other, parsed.feeds, parsed.options(), Tolerance(atol, rtol))
     return 0 if result.passed and result.first_nonfinite is None else 1
 
 
@@ -241,3 +254,20 @@ def _print_matching(result: Comparison) -> None:
         ok = sum(1 for t in outputs if t.passed)
         word = "within tolerance" if verdict else "OUT OF TOLERANCE"
         _render.text(f"graph outputs: {word} ({ok} of {len(outputs)} pass)")
+
+
+def _save_repro(args: argparse.Namespace, result: Comparison, model: Any, other: Any, feeds: Any,
+                options: Any, tolerance: Tolerance) -> None:
+    """--save-repro: the smallest subgraph around the first divergence that still diverges."""
+    div = result.first_divergence
+    if div is None:
+        _render.warn(f"nothing written to {args.save_repro}: no tensor left tolerance")
+        return
+    repro = reduce(model, other, fails_on="compare", feeds=feeds, feed_options=options, backend=args.backend,
+                   candidate_backend=args.candidate_backend, tolerance=tolerance, provider=args.provider,
+                   reference_provider=args.reference_provider, candidate_provider=args.candidate_provider,
+                   provider_options=provider_options(args.provider_options), **runtime_kwargs(args),
+                   divergence=(div.tensor, result.tensor(div.tensor).reference_name))
+    save_repro(repro, args.save_repro, overwrite=args.overwrite)
+    if not args.json:
+        render_reduction(repro, args.save_repro)
