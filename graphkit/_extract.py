@@ -16,6 +16,7 @@ streams only the weights it keeps.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,10 +26,12 @@ import onnx
 
 from graphkit import _check_args as argcheck
 from graphkit._build import dtype_to_onnx
+from graphkit._custom_ops import CustomOp
 from graphkit._graph import node_label, paused_gc, toposort_proto
 from graphkit._io import tensor_nbytes
 from graphkit._model import Model
 from graphkit._numbers import parse_int
+from graphkit._ort import Settings
 from graphkit._submodel import submodel
 from graphkit._typing import Source, has_shape, tensor_types, value_info_of
 from graphkit._validate import check_or_raise, require_sound
@@ -565,13 +568,14 @@ def _type_boundary(
     observe: bool,
     output_flag: str = "--outputs",
     cut_nodes: Sequence[int] | None = None,
+    runtime: Settings | None = None,
 ) -> _Typing:
     """Type every boundary tensor (the typing engine, ``graphkit._typing``), or raise naming the one
     that needs a type from the user. Inference of the outputs starts from the typed inputs, so a
     type the user gives for an input also types what is computed from it."""
     names = list(dict.fromkeys([*inputs, *outputs]))
     given = {name: t.type_proto() for name, t in user.items()}
-    found = tensor_types(g, names, given=given, inputs=inputs, region=cut_nodes, observe=observe)
+    found = tensor_types(g, names, given=given, inputs=inputs, region=cut_nodes, observe=observe, runtime=runtime)
     notes: list[str] = []
     for name in names:
         if name not in found.types:
@@ -628,13 +632,16 @@ def extract(
     check: bool = True,
     types: Mapping[str, Any] | None = None,
     observe: bool = True,
+    custom_ops: Sequence[str | os.PathLike[str]] = (),
+    python_ops: Sequence[CustomOp | str | os.PathLike[str]] = (),
 ) -> Model:
     """The submodel that computes ``outputs`` from ``inputs``.
 
     See ``extract_with_report`` for the arguments; this returns only the model.
     """
     _check_cut_args(model, check, types, observe, inputs=inputs, outputs=outputs)
-    return _extract(model, inputs, outputs, check=check, types=types, observe=observe).model
+    runtime = Settings.for_custom_ops(custom_ops, python_ops)
+    return _extract(model, inputs, outputs, check=check, types=types, observe=observe, runtime=runtime).model
 
 
 def extract_with_report(
@@ -646,6 +653,8 @@ def extract_with_report(
     check: bool = True,
     types: Mapping[str, Any] | None = None,
     observe: bool = True,
+    custom_ops: Sequence[str | os.PathLike[str]] = (),
+    python_ops: Sequence[CustomOp | str | os.PathLike[str]] = (),
 ) -> Extraction:
     """Extract the submodel that computes ``outputs`` from ``inputs``, and say what it kept.
 
@@ -671,6 +680,9 @@ def extract_with_report(
             ``(dtype, shape)`` pair. They take precedence over what is inferred.
         observe: When value_info and shape inference cannot type a boundary tensor, run the source
             model once in ONNX Runtime on generated inputs to observe it.
+        custom_ops: Custom-operator libraries that run needs (``.so`` paths).
+        python_ops: Python implementations of custom operators that run needs (``graphkit.custom_op``
+            functions or paths of files declaring them).
 
     Raises:
         TensorNotFoundError: A name is not a tensor of the main graph (with "did you mean").
@@ -682,7 +694,8 @@ def extract_with_report(
     from graphkit._summary import TensorSig  # (only the report needs it)
 
     _check_cut_args(model, check, types, observe, inputs=inputs, outputs=outputs)
-    done = _extract(model, inputs, outputs, check=check, types=types, observe=observe)
+    runtime = Settings.for_custom_ops(custom_ops, python_ops)
+    done = _extract(model, inputs, outputs, check=check, types=types, observe=observe, runtime=runtime)
     g, cut, proto = done.graph, done.cut, done.model.lazy_proto
     kept = [g.dense[n] for n in cut.initializers if n in g.dense]
     return Extraction(
@@ -722,6 +735,7 @@ def _extract(
     types: Mapping[str, Any] | None,
     observe: bool,
     fast: bool = True,
+    runtime: Settings | None = None,
 ) -> _Done:
     """Extract (see ``extract_with_report``), leaving the report's figures uncomputed.
 
@@ -753,7 +767,8 @@ def _extract(
     if default_inputs:
         wanted_in = [n for n in wanted_in if n in cut.used_inputs]
     try:
-        typing = _type_boundary(g, wanted_in, wanted_out, user_types, observe=observe, cut_nodes=cut.nodes)
+        typing = _type_boundary(g, wanted_in, wanted_out, user_types, observe=observe, cut_nodes=cut.nodes,
+                                runtime=runtime)
         proto, reordered = _build_extracted(g, cut, wanted_in, wanted_out, typing.types)
         result = model.derive(proto)
         if check:
@@ -762,7 +777,8 @@ def _extract(
     except GraphkitError:
         if not g.fast:  # (no fast path was used: nothing to redo)
             raise
-        return _extract(model, inputs, outputs, check=check, types=types, observe=observe, fast=False)
+        return _extract(model, inputs, outputs, check=check, types=types, observe=observe, fast=False,
+                        runtime=runtime)
     notes = list(typing.notes)
     if reordered:
         notes.append("the source's nodes were not in execution order; the kept nodes were sorted")

@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
-from graphkit._custom_ops import INSTALL_HINT, CustomOp, attribute_values
+from graphkit import _check_args as argcheck
+from graphkit._custom_ops import INSTALL_HINT, CustomOp, attribute_values, check_python_ops
 from graphkit._io import runtime_bytes
 from graphkit._model import Model
 from graphkit._numbers import MAX_THREADS_PER_CORE, check_int, max_threads
-from graphkit.errors import RuntimeFailure, UsageError
+from graphkit.errors import ArgumentTypeError, RuntimeFailure, UsageError
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -121,6 +122,21 @@ class Settings:
         return session(model, provider=self.provider, opt_level=opt_level or self.opt_level, threads=self.threads,
                        provider_options=self.provider_options, custom_ops=self.custom_ops,
                        python_ops=self.python_ops)
+
+    @classmethod
+    def for_custom_ops(cls, custom_ops: Any = (), python_ops: Any = ()) -> Settings | None:
+        """The settings of a run that types a model (no provider choice): None without custom operators.
+
+        Raises:
+            ArgumentTypeError, UsageError: ``custom_ops`` not a list of paths; ``python_ops`` not
+                CustomOp functions or loadable ``.py`` files.
+        """
+        if isinstance(custom_ops, (str, bytes, os.PathLike)) or not isinstance(custom_ops, Sequence):
+            raise ArgumentTypeError(f"custom_ops= must be a list of library paths, not {type(custom_ops).__name__}",
+                                    hint="e.g. custom_ops=['libcustom_ops.so']")
+        libraries = tuple(os.fspath(argcheck.path(p, f"custom_ops[{k}]")) for k, p in enumerate(custom_ops))
+        ops = check_python_ops(python_ops)
+        return cls(custom_ops=libraries, python_ops=ops) if libraries or ops else None
 
     def label(self) -> str:
         """The provider as shown to users ("cpu", "cuda (device_id=1)")."""

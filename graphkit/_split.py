@@ -34,10 +34,12 @@ import onnx
 from graphkit import _check_args as argcheck
 from graphkit import _io as io
 from graphkit import _write
+from graphkit._custom_ops import CustomOp
 from graphkit._files import check_regular, exists, is_dir, read_data
 from graphkit._graph import GraphIndex, node_label, paused_gc
 from graphkit._model import Model, iter_graphs, iter_tensors
 from graphkit._options import Balance
+from graphkit._ort import Settings
 from graphkit._submodel import submodel
 from graphkit._summary import TensorSig, dtype_name
 from graphkit._typing import Source, tensor_types, value_info_of
@@ -250,6 +252,8 @@ def split(
     parts: int | None = None,
     balance: Balance = "nodes",
     check: bool = True,
+    custom_ops: Sequence[str | os.PathLike[str]] = (),
+    python_ops: Sequence[CustomOp | str | os.PathLike[str]] = (),
 ) -> Split:
     """Split a model into fragments that partition its nodes, in execution order.
 
@@ -260,6 +264,8 @@ def split(
         parts: Instead of ``at``: the number of fragments, cut at balanced points.
         balance: With ``parts``: balance "nodes" (node count) or "weights" (weight bytes).
         check: Validate every fragment (onnx.checker and structural checks).
+        custom_ops: Custom-operator libraries a run needs when typing a boundary takes one.
+        python_ops: Python implementations of custom operators, for that run.
 
     Returns:
         A Split; its fragments read their weights from the source's folder until written.
@@ -291,7 +297,8 @@ def split(
         assert parts is not None
         groups = _groups_parts(model, index, order, parts, balance)
         method = {"parts": parts, "balance": balance}
-    return _build(model, index, groups, method, check=check)
+    runtime = Settings.for_custom_ops(custom_ops, python_ops)
+    return _build(model, index, groups, method, check=check, runtime=runtime)
 
 
 def _groups_at(model: Model, index: GraphIndex, order: list[int], cuts: list[str]) -> list[list[int]]:
@@ -470,7 +477,8 @@ def _choose_bounds(weights: list[float], crossing: list[int], parts: int) -> lis
 # ------------------------------------------------------------------------------------- fragments
 
 
-def _build(model: Model, index: Source, groups: list[list[int]], method: dict[str, Any], *, check: bool) -> Split:
+def _build(model: Model, index: Source, groups: list[list[int]], method: dict[str, Any], *, check: bool,
+           runtime: Settings | None = None) -> Split:
     where = {node: i for i, group in enumerate(groups) for node in group}
     outputs_set = set(index.outputs)
     plans = []
@@ -478,7 +486,7 @@ def _build(model: Model, index: Source, groups: list[list[int]], method: dict[st
         ins, inits, outs = _boundary(model, index, group, i, where, outputs_set)
         plans.append((ins, inits, outs))
     boundary_names = {n for ins, _, outs in plans for n in [*ins, *outs]} | set(index.inputs) | outputs_set
-    types, stated = _types(model, index, boundary_names)
+    types, stated = _types(model, index, boundary_names, runtime)
     fragments = []
     for i, (group, (ins, inits, outs)) in enumerate(zip(groups, plans)):
         proto = _fragment_proto(model, index, group, i, len(groups), ins, inits, outs, types)
@@ -534,11 +542,12 @@ def _boundary(
     return ins, inits, outs
 
 
-def _types(model: Model, index: Source, names: set[str]) -> tuple[dict[str, onnx.ValueInfoProto], set[str]]:
+def _types(model: Model, index: Source, names: set[str],
+           runtime: Settings | None = None) -> tuple[dict[str, onnx.ValueInfoProto], set[str]]:
     """A typed ValueInfoProto for every boundary tensor (the typing engine, ``graphkit._typing``), and
     the names whose type was stated rather than derived from the nodes: declared in value_info (but
     for the graph's own inputs and outputs) or observed in a run."""
-    found = tensor_types(index, sorted(names))
+    found = tensor_types(index, sorted(names), runtime=runtime)
     untyped = sorted(n for n in names if n not in found.types)
     if untyped:
         why = f"running the model failed ({found.runtime_error})" if found.runtime_error else "it has no tensor value"

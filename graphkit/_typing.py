@@ -87,6 +87,7 @@ def tensor_types(
     region: Sequence[int] | None = None,
     declared: bool = True,
     observe: bool = True,
+    runtime: _ort.Settings | None = None,
 ) -> Typing:
     """The types of ``names`` (tensors of the main graph), each from the first source that tells.
 
@@ -101,6 +102,7 @@ def tensor_types(
             afresh (after an edit that made them stale). Initializers' types are always used.
         observe: When inference leaves a name untyped or unranked, run the model once in ONNX
             Runtime to observe its dtype and rank.
+        runtime: The session settings of that run (custom-op libraries, Python operators).
 
     Returns:
         The types found; a name no source can type is absent. Unknown dims are named, never sized.
@@ -134,7 +136,7 @@ def tensor_types(
     pending = [n for n in names if n not in types or not has_shape(types[n])]
     error = ""
     if pending and observe:
-        observed, error = _observed_types(g.model, pending)
+        observed, error = _observed_types(g.model, pending, runtime)
         for name, tp in observed.items():
             if name not in types or not has_shape(types[name]):
                 types[name], source[name] = tp, "runtime"
@@ -627,7 +629,8 @@ def _better(new: onnx.TypeProto, old: onnx.TypeProto) -> bool:
 # ------------------------------------------------------------------------------- one observed run
 
 
-def _observed_types(model: Model, names: Sequence[str]) -> tuple[dict[str, onnx.TypeProto], str]:
+def _observed_types(model: Model, names: Sequence[str],
+                    runtime: _ort.Settings | None = None) -> tuple[dict[str, onnx.TypeProto], str]:
     """Run the model once in ONNX Runtime with ``names`` exposed, and read their dtype and rank.
 
     Only the kind, element type and rank are taken from the values; every dim is left unknown
@@ -645,7 +648,7 @@ def _observed_types(model: Model, names: Sequence[str]) -> tuple[dict[str, onnx.
             proto.graph.output.append(onnx.ValueInfoProto(name=name))
     log.info("running %s once to observe the types of %s", model.name, ", ".join(names))
     try:
-        sess = _ort.session(model.derive(proto), opt_level="disable")
+        sess = (runtime or _ort.Settings()).session(model.derive(proto), opt_level="disable")
         values = _ort.run_session(sess, names, feeds, model.name)
     except GraphkitError as err:
         log.info("ONNX Runtime cannot run %s to observe types: %s", model.name, err)

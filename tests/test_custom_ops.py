@@ -154,3 +154,32 @@ def test_a_missing_or_broken_library_is_named(tmp_path: Path) -> None:
     with pytest.raises(gk.RuntimeFailure) as err:
         gk.run(model, custom_ops=[broken])
     assert "broken.so" in err.value.message and err.value.hint
+
+
+def _custom_then_relu() -> gk.Model:
+    """t = my::my_add(a, b) (untyped: no value_info, inference cannot tell), y = Relu(t)."""
+    b = gk.GraphBuilder("custom_then_relu")
+    a, c = b.input("a", "float32", [1, 3]), b.input("b", "float32", [1, 3])
+    b.opset("my", 1)
+    t = b.node("my_add", [a, c], name="/my_add", outputs=["t"], domain="my")
+    b.output(b.node("Relu", [t], name="/relu", outputs=["y"]), "float32", [1, 3])
+    return b.build()
+
+
+def test_extract_and_split_type_a_custom_ops_output_by_running_it_with_python_ops(tmp_path: Path) -> None:
+    model = _custom_then_relu()
+    with pytest.raises(gk.UsageError) as err:
+        gk.extract(model, inputs=["t"], outputs=["y"])
+    assert "'t'" in err.value.message
+    tail = gk.extract(model, inputs=["t"], outputs=["y"], python_ops=[OPS])
+    (t,) = tail.graph.input
+    assert t.name == "t" and t.type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    parts = gk.split(model, at=["t"], python_ops=[OPS])
+    assert [f.model.graph.output[0].name for f in parts.fragments] == ["t", "y"]
+    chain = gk.run_chain(parts, reference=model, python_ops=[OPS])
+    assert chain.passed and chain.exact
+    gk.save(model, tmp_path / "m.onnx")
+    assert main(["extract", str(tmp_path / "m.onnx"), str(tmp_path / "tail.onnx"), "--inputs", "t", "--outputs", "y",
+                 "--python-ops", str(OPS)]) == 0
+    assert main(["split", str(tmp_path / "m.onnx"), str(tmp_path / "parts"), "--at", "t", "--python-ops", str(OPS)]) == 0
+    assert main(["run-chain", str(tmp_path / "parts"), "--python-ops", str(OPS)]) == 0

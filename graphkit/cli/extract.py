@@ -14,6 +14,7 @@ from graphkit._extract import TensorType, extract_with_report, parse_tensor_spec
 from graphkit._graph import GraphIndex
 from graphkit._model import Model
 from graphkit.cli import _common, _render
+from graphkit.cli._feeds import add_custom_op_options, custom_op_reads, runtime_kwargs
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -28,6 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-observe", dest="observe", action="store_false",
                    help="never run ONNX Runtime to observe the types of boundary tensors")
     p.add_argument("--json", action="store_true", help="print what was kept as JSON")
+    add_custom_op_options(p)
     _common.add_output_options(p)
     _common.add_noop_option(p)
     p.set_defaults(func=run)
@@ -61,12 +63,12 @@ def run(args: argparse.Namespace) -> int:
     if args.inputs is None and args.outputs is None:
         raise_usage()
     model = _common.load(args.input)
-    plan = _common.plan(args, model, output=args.output)
+    plan = _common.plan(args, model, output=args.output, reads=custom_op_reads(args))
     plan.check()
     inputs, in_types = split_specs(model, args.inputs)
     outputs, out_types = split_specs(model, args.outputs)
     report = extract_with_report(model, inputs, outputs, check=args.check, types=in_types | out_types,
-                                 observe=args.observe)
+                                 observe=args.observe, **runtime_kwargs(args))
     if _keeps_everything(model, report.model):
         _common.refuse_noop(args, f"this extraction changes nothing: it keeps all of {model.name}, every node, the same inputs and outputs",
                             "choose inner tensors with --inputs/--outputs")

@@ -9,6 +9,7 @@ import argparse
 from graphkit._split import MANIFEST, Split, split, write_split
 from graphkit.cli import _common, _render
 from graphkit.cli._args import whole
+from graphkit.cli._feeds import add_custom_op_options, custom_op_reads, runtime_kwargs
 from graphkit.cli._render import human_bytes
 
 
@@ -23,16 +24,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--balance", choices=["nodes", "weights"], default="nodes",
                    help="with --parts: balance node counts (default) or weight bytes")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    add_custom_op_options(p)
     _common.add_output_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     model = _common.load(args.model)
-    plan = _common.plan(args, model)
+    plan = _common.plan(args, model, reads=custom_op_reads(args))
     plan.write_folder(args.outdir, "the fragments folder")
     plan.check()
-    result = split(model, at=args.at, parts=args.parts, balance=args.balance, check=args.check)
+    result = split(model, at=args.at, parts=args.parts, balance=args.balance, check=args.check,
+                   **runtime_kwargs(args))
     written = write_split(result, args.outdir, overwrite=args.overwrite, external=args.external)
     if args.json:
         _render.json_out(written.to_dict())
