@@ -11,17 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from graphkit._custom_ops import CustomOp, load_python_ops
 from graphkit._feeds import load_feeds, parse_named, parse_range, parse_shape, resolve_feeds
 from graphkit._numbers import MAX_THREADS_PER_CORE, max_threads, parse_int
 from graphkit._options import FeedOptions, Tolerance
 from graphkit.cli._args import whole
+from graphkit.cli._custom import add_custom_op_options
 from graphkit.errors import TensorNotFoundError, UsageError, not_found
 
-__all__ = [
-    "FeedArgs", "add_custom_op_options", "add_feed_options", "add_runtime_options", "custom_op_reads", "feed_args",
-    "ms", "provider_options", "python_ops", "runtime_kwargs", "tolerance",
-]
+__all__ = ["FeedArgs", "add_feed_options", "add_runtime_options", "feed_args", "ms", "provider_options", "tolerance"]
 
 
 def add_feed_options(parser: argparse.ArgumentParser) -> None:
@@ -57,16 +54,6 @@ def add_runtime_options(parser: argparse.ArgumentParser, *, opt_level: bool = Tr
     add_custom_op_options(parser)
 
 
-def add_custom_op_options(parser: argparse.ArgumentParser) -> None:
-    """--custom-ops LIB.so and --python-ops FILE.py (both repeatable)."""
-    group = parser.add_argument_group("custom operators")
-    group.add_argument("--custom-ops", dest="custom_ops", action="append", default=[], metavar="LIB.so",
-                       help="register an ONNX Runtime custom-operator library (repeatable)")
-    group.add_argument("--python-ops", dest="python_ops", action="append", default=[], metavar="FILE.py",
-                       help="Python implementations of custom operators, declared with @graphkit.custom_op "
-                            "(repeatable; needs the custom-ops extra for ONNX Runtime)")
-
-
 def provider_options(items: Sequence[str], flag: str = "--provider-option") -> dict[str, str]:
     """``K=V`` texts as a dict.
 
@@ -80,29 +67,6 @@ def provider_options(items: Sequence[str], flag: str = "--provider-option") -> d
             raise UsageError(f"{flag} {item!r}: expected KEY=VALUE", hint=f"e.g. {flag} device_id=0")
         options[key] = value
     return options
-
-
-def custom_op_reads(args: argparse.Namespace) -> list[tuple[str, str]]:
-    """The files --custom-ops and --python-ops read, for the write plan."""
-    return [*((p, "a custom-op library") for p in getattr(args, "custom_ops", [])),
-            *((p, "a Python operators file") for p in getattr(args, "python_ops", []))]
-
-
-def runtime_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """The keywords of run, run_chain and compare that the runtime flags give (providers aside)."""
-    return {"custom_ops": list(args.custom_ops), "python_ops": python_ops(args)}
-
-
-def python_ops(args: argparse.Namespace) -> tuple[CustomOp, ...]:
-    """The operators of every --python-ops file (loaded once, whatever verb needs them).
-
-    Raises:
-        UsageError: A file is missing, fails when run, or declares no operator.
-    """
-    found: dict[tuple[str, str], CustomOp] = {}
-    for path in args.python_ops:
-        found.update((op.key, op) for op in load_python_ops(path))
-    return tuple(found.values())
 
 
 @dataclass(frozen=True)

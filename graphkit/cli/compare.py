@@ -31,13 +31,12 @@ from graphkit._reduce import reduce, save_repro
 from graphkit._run import input_specs
 from graphkit.cli import _common, _render
 from graphkit.cli._args import number, whole
+from graphkit.cli._custom import custom_op_reads, runtime_kwargs
 from graphkit.cli._feeds import (
     add_feed_options,
     add_runtime_options,
-    custom_op_reads,
     feed_args,
     provider_options,
-    runtime_kwargs,
 )
 from graphkit.cli.reduce import render_reduction
 from graphkit.cli.run import render_feeds, render_finite

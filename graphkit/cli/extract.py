@@ -14,7 +14,7 @@ from graphkit._extract import TensorType, extract_with_report, parse_tensor_spec
 from graphkit._graph import GraphIndex
 from graphkit._model import Model
 from graphkit.cli import _common, _render
-from graphkit.cli._feeds import add_custom_op_options, custom_op_reads, runtime_kwargs
+from graphkit.cli._custom import add_custom_op_options, custom_op_reads, runtime_kwargs
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -10,14 +10,13 @@ from graphkit._compare import NonFinite, check_finite
 from graphkit._feeds import npz_path, save_arrays
 from graphkit._run import FeedNote, TensorStats, input_specs, run_detailed
 from graphkit.cli import _common, _render
+from graphkit.cli._custom import custom_op_reads, runtime_kwargs
 from graphkit.cli._feeds import (
     add_feed_options,
     add_runtime_options,
-    custom_op_reads,
     feed_args,
     ms,
     provider_options,
-    runtime_kwargs,
 )
 from graphkit.cli._render import human_bytes
 

@@ -14,14 +14,13 @@ from graphkit._run import tensor_stats
 from graphkit._split import MANIFEST, load_split
 from graphkit.cli import _common, _render
 from graphkit.cli._args import number
+from graphkit.cli._custom import custom_op_reads, runtime_kwargs
 from graphkit.cli._feeds import (
     add_feed_options,
     add_runtime_options,
-    custom_op_reads,
     feed_args,
     ms,
     provider_options,
-    runtime_kwargs,
     tolerance,
 )
 from graphkit.cli._render import human_bytes

@@ -9,7 +9,7 @@ import argparse
 from graphkit._split import MANIFEST, Split, split, write_split
 from graphkit.cli import _common, _render
 from graphkit.cli._args import whole
-from graphkit.cli._feeds import add_custom_op_options, custom_op_reads, runtime_kwargs
+from graphkit.cli._custom import add_custom_op_options, custom_op_reads, runtime_kwargs
 from graphkit.cli._render import human_bytes
 
 
