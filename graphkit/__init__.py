@@ -33,7 +33,14 @@ if TYPE_CHECKING:
         compare,
         markers,
     )
-    from graphkit._convert import Clamped, Float16Conversion, KeptNode, to_float16, to_float16_with_report
+    from graphkit._convert import (
+        Clamped,
+        Float16Conversion,
+        KeptNode,
+        set_dtype,
+        to_float16,
+        to_float16_with_report,
+    )
     from graphkit._custom_ops import CustomOp, custom_op, load_python_ops
     from graphkit._diff import Change, ModelDiff, diff
     from graphkit._edit import (
@@ -223,6 +230,7 @@ __all__ = [
     "save_repro",
     "set_attribute",
     "set_dims",
+    "set_dtype",
     "set_initializer",
     "set_op_type",
     "set_opset",
@@ -243,7 +251,7 @@ __all__ = [
 _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "_chain": ("ChainResult", "FragmentRun", "OutputDiff", "run_chain"),
     "_reduce": ("Failure", "Reduction", "reduce", "save_repro"),
-    "_convert": ("Clamped", "Float16Conversion", "KeptNode", "to_float16", "to_float16_with_report"),
+    "_convert": ("Clamped", "Float16Conversion", "KeptNode", "set_dtype", "to_float16", "to_float16_with_report"),
     "_mixed": ("MixedNode", "MixedPrecision", "auto_mixed_precision"),
     "_custom_ops": ("CustomOp", "custom_op", "load_python_ops"),
     "_infer": ("Retyped", "ShapeInference", "Untyped", "infer_shapes", "infer_shapes_with_report"),

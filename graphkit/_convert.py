@@ -34,13 +34,22 @@ from onnx import numpy_helper
 
 from graphkit import _check_args as argcheck
 from graphkit import _ort
+from graphkit._build import dtype_to_onnx
+from graphkit._edit._common import _noop_returns_input
 from graphkit._graph import subgraphs, toposort_proto
 from graphkit._io import read_external_bytes, tensor_value
 from graphkit._model import Model, is_borrowed, is_external, iter_tensors, unborrow
 from graphkit._typing import Source, weightless
-from graphkit.errors import NodeNotFoundError, UsageError, not_found
+from graphkit.errors import (
+    EditError,
+    NoChangeError,
+    NodeNotFoundError,
+    TensorNotFoundError,
+    UsageError,
+    not_found,
+)
 
-__all__ = ["Clamped", "Float16Conversion", "KeptNode", "to_float16", "to_float16_with_report"]
+__all__ = ["Clamped", "Float16Conversion", "KeptNode", "set_dtype", "to_float16", "to_float16_with_report"]
 
 log = logging.getLogger(__name__)
 
@@ -828,3 +837,112 @@ class _Spill:
 
 
 
+
+
+# ----------------------------------------------------------------------------------- input/output dtype
+
+
+@_noop_returns_input
+def set_dtype(model: Model, /, tensor: str, dtype: str) -> Model:
+    """Change the dtype of a graph input or output, with a Cast inside the model.
+
+    A graph input takes ``dtype`` and a Cast back to its old dtype feeds what read it (uint8 images
+    into a float model, int32 indices into an int64 one); a graph output is cast from what its node
+    makes to ``dtype``. Names stay as they are, so callers feed and read the same names.
+
+    Args:
+        model: The model (not changed).
+        tensor: The graph input or output.
+        dtype: The new dtype ("float16", "int32", "uint8", ...).
+
+    Returns:
+        The edited model; the input model itself when it already has that dtype.
+
+    Raises:
+        TensorNotFoundError: ``tensor`` is no graph input or output (with the closest names).
+        EditError: It is both an input and an output, or its dtype is not declared.
+        UsageError: ``dtype`` is no dtype.
+    """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    name = argcheck.name(tensor, "tensor", what="tensor name")
+    argcheck.name(dtype, "dtype", what="dtype")
+    target = dtype_to_onnx(dtype)
+    graph = model.lazy_proto.graph
+    inputs = {v.name: v for v in graph.input}
+    outputs = {v.name: v for v in graph.output}
+    if name not in inputs and name not in outputs:
+        err = not_found(TensorNotFoundError, "graph input or output", name, [*inputs, *outputs], where=model.name)
+        raise TensorNotFoundError(err.message, hint=err.hint + "; set_dtype changes graph inputs and outputs"
+                                  if err.hint else "set_dtype changes graph inputs and outputs; see inspect")
+    if name in inputs and name in outputs:
+        raise EditError(f"{name!r} of {model.name} is both a graph input and a graph output",
+                        hint="give the output its own name first (edit --insert-after NAME=Identity)")
+    declared = (inputs.get(name) or outputs[name]).type
+    old = declared.tensor_type.elem_type if declared.HasField("tensor_type") else 0
+    if not old:
+        raise EditError(f"{name!r} of {model.name} has no declared tensor dtype to cast from",
+                        hint="type it first (python -m graphkit infer-shapes, or edit --set-dims)")
+    if old == target:
+        raise NoChangeError(f"{name!r} of {model.name} is already {_dtype_name(target)}",
+                            hint="choose another dtype")
+    proto = onnx.ModelProto()
+    proto.CopyFrom(model.lazy_proto)
+    graph = proto.graph
+    names = {n for g in _graphs(graph) for node in g.node for n in (*node.input, *node.output)}
+    names |= {v.name for v in (*graph.input, *graph.output, *graph.value_info)} | {t.name for t in graph.initializer}
+    inner = _unique(f"{name}_{_dtype_name(old)}", names)
+    if name in inputs:
+        _rename_reads(graph, name, inner)
+        cast = onnx.helper.make_node("Cast", [name], [inner], name=_unique(f"{name}/Cast", _node_names(graph)), to=old)
+        graph.node.insert(0, cast)
+        next(v for v in graph.input if v.name == name).type.tensor_type.elem_type = target
+    else:
+        for node in graph.node:
+            for j, out in enumerate(node.output):
+                if out == name:
+                    node.output[j] = inner
+        _rename_reads(graph, name, inner)
+        for info in graph.value_info:
+            if info.name == name:
+                info.name = inner
+        if name in {t.name for t in graph.initializer}:
+            next(t for t in graph.initializer if t.name == name).name = inner
+        cast = onnx.helper.make_node("Cast", [inner], [name], name=_unique(f"{name}/Cast", _node_names(graph)), to=target)
+        graph.node.append(cast)
+        next(v for v in graph.output if v.name == name).type.tensor_type.elem_type = target
+    toposort_proto(proto)
+    return model.derive(proto)
+
+
+def _rename_reads(graph: onnx.GraphProto, old: str, new: str) -> None:
+    """Every read of ``old`` in ``graph`` and its bodies (outer-scope reads) reads ``new``."""
+    for g in _graphs(graph):
+        if g is not graph and any(v.name == old for v in (*g.input, *g.initializer)):
+            continue  # (a body that defines the name itself)
+        for node in g.node:
+            for j, value in enumerate(node.input):
+                if value == old:
+                    node.input[j] = new
+        for out in g.output:
+            if g is not graph and out.name == old:
+                out.name = new
+
+
+def _node_names(graph: onnx.GraphProto) -> set[str]:
+    return {n.name for g in _graphs(graph) for n in g.node if n.name}
+
+
+def _unique(base: str, taken: set[str]) -> str:
+    name, k = base, 1
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    taken.add(name)
+    return name
+
+
+def _dtype_name(dtype: int) -> str:
+    try:
+        return str(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(dtype)))
+    except (KeyError, TypeError, ValueError):  # (bfloat16, float8: no numpy name)
+        return onnx.TensorProto.DataType.Name(dtype).lower()

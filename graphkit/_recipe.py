@@ -34,7 +34,7 @@ from graphkit import _check_args as argcheck
 from graphkit import _edit as edit
 from graphkit import _simplify
 from graphkit._arrays import read_npy
-from graphkit._convert import to_float16
+from graphkit._convert import set_dtype, to_float16
 from graphkit._files import read_data
 from graphkit._io import atomic_output, load
 from graphkit._model import Model
@@ -55,9 +55,9 @@ OPERATIONS: dict[str, Callable[..., Model]] = {
     name: getattr(_simplify, name)
     for name in ("fold_constants", "constants_to_initializers", "remove_identities", "fold_shapes", "merge_constants",
                  "simplify")
-} | {"to_float16": to_float16}
+} | {"to_float16": to_float16, "set_dtype": set_dtype}
 #: Operations without a ``check`` keyword (their result is validated with the whole recipe's).
-_UNCHECKED = frozenset({"to_float16"})
+_UNCHECKED = frozenset({"to_float16", "set_dtype"})
 #: Argument names of earlier releases → today's keyword, per operation: recipe files written with
 #: the old names keep working (the step is read with today's names).
 RENAMED_ARGS: dict[str, dict[str, str]] = {
@@ -417,9 +417,9 @@ def _apply(model: Model, op: str, args: dict[str, Any], *, check: bool) -> Model
         other = args.pop("other")
         return edit.merge(model, other, check=check, **args)
     public = OPERATIONS[op]
-    if op in _UNCHECKED:
-        return public(model, **args)
     raising = getattr(public, "__wrapped__", public)  # (raises NoChangeError saying why a step changed nothing)
+    if op in _UNCHECKED:
+        return raising(model, **args)
     return raising(model, check=check, **args)
 
 

@@ -213,3 +213,66 @@ def test_cli_convert_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "--float16" in capsys.readouterr().err
     assert main(["convert", str(fixture("whole_model.onnx")), str(out), "--float16", "--keep-node", "nope"]) == 2
     assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------------ set_dtype
+
+
+def test_set_dtype_on_an_input_casts_inside(whole_model: gk.Model) -> None:
+    before = whole_model.serialized()
+    edited = gk.set_dtype(whole_model, "input.1", "float16")
+    assert whole_model.serialized() == before
+    assert _dtype(edited, "input.1") == onnx.TensorProto.FLOAT16
+    first = edited.lazy_proto.graph.node[0]
+    assert (first.op_type, list(first.input), first.attribute[0].i) == ("Cast", ["input.1"], onnx.TensorProto.FLOAT)
+    feeds = gk.make_feeds(whole_model, feed_options=gk.FeedOptions(seed=4))
+    want = gk.run(whole_model, {"input.1": feeds["input.1"].astype(np.float16).astype(np.float32)})["output"]
+    got = gk.run(edited, {"input.1": feeds["input.1"].astype(np.float16)})["output"]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_set_dtype_on_an_output_and_int64_indices(tmp_path: Path) -> None:
+    model = gk.parse_model("""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[5, 2] table, int64[3] idx) => (float[3, 2] rows) {
+            rows = Gather (table, idx)
+        }""")
+    edited = gk.set_dtype(gk.set_dtype(model, "idx", "int32"), "rows", "float16")
+    assert _dtype(edited, "idx") == onnx.TensorProto.INT32 and _dtype(edited, "rows") == onnx.TensorProto.FLOAT16
+    table = np.arange(10, dtype=np.float32).reshape(5, 2)
+    out = gk.run(edited, {"table": table, "idx": np.array([4, 0, 2], np.int32)})["rows"]
+    assert out.dtype == np.float16
+    np.testing.assert_array_equal(out, table[[4, 0, 2]].astype(np.float16))
+
+
+def test_set_dtype_reaches_reads_inside_bodies() -> None:
+    model = gk.load(fixture("if_outer_scope.onnx"))
+    edited = gk.set_dtype(model, "x", "float16")
+    gk.validate(edited)
+    x = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=1))["x"].astype(np.float16)
+    np.testing.assert_allclose(gk.run(edited, {"x": x})["y"], gk.run(model, {"x": x.astype(np.float32)})["y"], rtol=1e-6)
+
+
+def test_set_dtype_errors_name_the_tensor(whole_model: gk.Model) -> None:
+    with pytest.raises(gk.TensorNotFoundError) as err:
+        gk.set_dtype(whole_model, "input.2", "float16")
+    assert "'input.2'" in str(err.value) and "input.1" in err.value.hint
+    assert gk.set_dtype(whole_model, "output", "float32") is whole_model  # a no-op returns the input
+    with pytest.raises(gk.NoChangeError, match="already float32"):
+        gk.set_dtype.__wrapped__(whole_model, "output", "float32")  # (what the CLI calls)
+    with pytest.raises(gk.UsageError, match="unknown dtype"):
+        gk.set_dtype(whole_model, "output", "float17")
+
+
+def test_cli_edit_set_dtype_and_its_recipe_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, recipe = tmp_path / "u8.onnx", tmp_path / "r.yaml"
+    assert main(["edit", str(fixture("whole_model.onnx")), str(out), "--set-dtype", "input.1=uint8",
+                 "--set-dtype", "output=float16", "--save-recipe", str(recipe)]) == 0
+    edited = gk.load(out)
+    assert _dtype(edited, "input.1") == onnx.TensorProto.UINT8 and _dtype(edited, "output") == onnx.TensorProto.FLOAT16
+    assert "set_dtype" in recipe.read_text()
+    again = tmp_path / "again.onnx"
+    assert main(["edit", str(fixture("whole_model.onnx")), str(again), "--recipe", str(recipe)]) == 0
+    assert gk.load(again).serialized() == edited.serialized()
+    assert main(["edit", str(fixture("whole_model.onnx")), str(tmp_path / "x.onnx"), "--set-dtype", "input.1"]) == 2
+    assert "--set-dtype input=uint8" in capsys.readouterr().err

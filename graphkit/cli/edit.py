@@ -46,6 +46,7 @@ _EXAMPLE = {
     "--rename": "old_name=new_name", "--rename-node": "old=new", "--insert-after": "x=Relu",
     "--set-initializer": "conv1.bias=bias.npy", "--freeze": "scale=[1.0]", "--dynamic": "input:0=batch",
     "--fixed": "input:0=1", "--replace-op": "my::Debug=Identity", "--set-opset": "ai.onnx=17",
+    "--set-dtype": "input=uint8",
 }
 
 
@@ -167,6 +168,11 @@ def _set_opset(text: str) -> Step:
     return Step("set_opset", {"domain": domain, "version": number})
 
 
+def _set_dtype(text: str) -> Step:
+    tensor, dtype = _pair(text, "--set-dtype")
+    return Step("set_dtype", {"tensor": tensor, "dtype": dtype})
+
+
 def _fold(text: str | None) -> Step:
     if text is None:
         return Step("fold_constants", {})
@@ -201,6 +207,8 @@ OPTIONS: dict[str, tuple[str | None, Callable[[Any], Step], str]] = {
     "--fixed": ("TENSOR:AXIS=SIZE", lambda t: _dims(t, "--fixed", True), "fix a dim of a graph input/output"),
     "--replace-op": ("[DOMAIN::]OP=[DOMAIN::]NEW", _replace_op,
                      "replace every node of an operator (attributes dropped), e.g. my::Debug=Identity"),
+    "--set-dtype": ("NAME=DTYPE", _set_dtype,
+                    "change a graph input's or output's dtype, with a Cast inside (e.g. input=uint8, logits=float16)"),
     "--set-opset": ("DOMAIN=VERSION", _set_opset, "set or add an opset import (ai.onnx for the default domain)"),
     "--remove-opset": ("DOMAIN", lambda t: Step("set_opset", {"domain": t, "version": None}),
                        "remove an opset import no node uses"),
