@@ -18,13 +18,12 @@ from graphkit._reduce import FAILS_ON, Reduction, reduce, save_repro
 from graphkit._run import input_specs
 from graphkit.cli import _common, _render
 from graphkit.cli._args import number
+from graphkit.cli._custom import custom_op_reads, runtime_kwargs
 from graphkit.cli._feeds import (
     add_feed_options,
     add_runtime_options,
-    custom_op_reads,
     feed_args,
     provider_options,
-    runtime_kwargs,
 )
 
 
