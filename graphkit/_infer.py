@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import onnx
@@ -47,8 +47,8 @@ from graphkit._typing import (
 from graphkit._validate import check_or_raise
 from graphkit.errors import InvalidModelError
 
-__all__ = ["Retyped", "ShapeInference", "Untyped", "describe_type", "infer_shapes", "infer_shapes_with_report",
-           "refresh_types"]
+__all__ = ["Retyped", "ShapeInference", "Untyped", "change_text", "changed_outputs", "describe_type", "infer_shapes",
+           "infer_shapes_with_report", "refresh_types"]
 
 log = logging.getLogger(__name__)
 
@@ -158,26 +158,29 @@ def infer_shapes_with_report(model: Model, /, *, observe: bool = True, check: bo
     return result
 
 
-def refresh_types(model: Model, *, keep: Sequence[str] = ()) -> tuple[Model, tuple[Retyped, ...]]:
-    """Re-derive the declared types an edit made stale: the edited model with value_info and output
-    types inferred afresh (``keep``: graph outputs whose declared type the edit set), and the declared
-    types that changed. A contradiction raises InvalidModelError naming the node."""
-    result = _infer(model, keep=set(keep), observe=False)
+def refresh_types(model: Model, *, keep: Collection[str] = (), label: str | None = None
+                  ) -> tuple[Model, tuple[Retyped, ...]]:
+    """Re-derive the declared types an edit made stale: the edited model with its value_info, graph
+    output and body input/output types inferred afresh (``keep``: main-graph outputs whose declared
+    type the edit set), and the declared types that changed. Only tensors that had value_info get
+    one. A contradiction raises InvalidModelError naming the node (``label`` names the model)."""
+    result = _infer(model, keep=set(keep), observe=False, annotate_all=False, label=label)
     return result.model, result.replaced
 
 
 # ----------------------------------------------------------------------------------------- the pass
 
 
-def _infer(model: Model, *, keep: set[str] | None = None, observe: bool = True) -> ShapeInference:
-    inferred = _onnx_inference(model)
+def _infer(model: Model, *, keep: set[str] | None = None, observe: bool = True, annotate_all: bool = True,
+           label: str | None = None) -> ShapeInference:
+    inferred = _onnx_inference(model, label=label)
     sized = _symbolic_refinement(model, inferred, observe=observe)
     if sized and any(True for _ in _bodies(inferred.graph)):
         # bodies read main-graph tensors: a second pass lets them see the types just found
-        inferred = _onnx_inference(model, extra=[v for v in inferred.graph.value_info])
+        inferred = _onnx_inference(model, extra=[v for v in inferred.graph.value_info], label=label)
         _symbolic_refinement(model, inferred, observe=False, only_vague=True)
     proto = model.copy().lazy_proto
-    merger = _Merger(proto, keep or set())
+    merger = _Merger(proto, keep or set(), annotate_all=annotate_all)
     for (graph, path), (typed, _) in zip(iter_graphs(proto.graph), iter_graphs(inferred.graph)):
         merger.graph(graph, typed, path, main=graph is proto.graph)
     return ShapeInference(model.derive(proto), merger.typed, tuple(merger.untyped), tuple(merger.replaced),
@@ -224,21 +227,20 @@ def _has_schema(op_type: str, domain: str) -> bool:
     return bool(onnx.defs.has(op_type, domain))  # (0.6 ms a call: once per op, not per node)
 
 
-def _onnx_inference(model: Model, extra: Sequence[onnx.ValueInfoProto] = ()) -> onnx.ModelProto:
+def _onnx_inference(model: Model, extra: Sequence[onnx.ValueInfoProto] = (), label: str | None = None
+                    ) -> onnx.ModelProto:
     """Strict ONNX shape inference with data propagation on the relaxed copy; a failure names its node."""
     proto = _relaxed_copy(model, extra)
     try:
         return onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True, data_prop=True)
-    except onnx.shape_inference.InferenceError as err:
-        raise _contradiction(model, proto, err) from err
-    except onnx.checker.ValidationError as err:  # (older onnx raises this for a bad node)
-        raise _contradiction(model, proto, err) from err
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as err:
+        raise _contradiction(label or model.name, proto, err) from err
 
 
 _FAILURE = re.compile(r"\(op_type:(?P<op>[^,)]*)(?:, node name: (?P<name>[^)]*))?\): (?P<why>.*)")
 
 
-def _contradiction(model: Model, proto: onnx.ModelProto, err: Exception) -> InvalidModelError:
+def _contradiction(label: str, proto: onnx.ModelProto, err: Exception) -> InvalidModelError:
     """The error for a model inference finds contradictory: the node, its inputs' types and why."""
     text = str(err).strip()
     match = _FAILURE.search(text)
@@ -246,7 +248,7 @@ def _contradiction(model: Model, proto: onnx.ModelProto, err: Exception) -> Inva
     index = _failing_node(proto, match.group("name") if match and match.group("name") else None,
                           match.group("op") if match else None)
     if index is None:
-        return InvalidModelError(f"shape inference fails on {model.name}: {why}",
+        return InvalidModelError(f"shape inference fails on {label}: {why}",
                                  hint="run 'python -m graphkit check' on the model to find the node")
     node = proto.graph.node[index]
     types = _types_before(proto, index)
@@ -254,7 +256,7 @@ def _contradiction(model: Model, proto: onnx.ModelProto, err: Exception) -> Inva
                       for name in node.input if name)
     made = ", ".join(repr(o) for o in node.output if o)
     return InvalidModelError(
-        f"{model.name} contradicts itself at {node_label(node, index)}, which makes {made}: {why}"
+        f"{label} contradicts itself at {node_label(node, index)}, which makes {made}: {why}"
         + (f"; it reads {reads}" if reads else ""),
         hint="fix the node or the types it reads (graphkit edit: --set-attribute, --fixed, --remove-node), "
              "or check where the model came from",
@@ -394,8 +396,10 @@ def _adopt(values: dict[str, onnx.ValueInfoProto], graph: onnx.GraphProto, name:
 class _Merger:
     """Writes inferred types into the model's graphs and keeps the counts."""
 
-    def __init__(self, proto: onnx.ModelProto, keep: set[str]) -> None:
+    def __init__(self, proto: onnx.ModelProto, keep: set[str], *, annotate_all: bool = True) -> None:
         self.keep = keep
+        #: Write value_info for every node output (infer-shapes), or only where the model had some (edits).
+        self.annotate_all = annotate_all
         self.typed = 0
         self.untyped: list[Untyped] = []
         self.replaced: list[Retyped] = []
@@ -423,6 +427,8 @@ class _Merger:
                 seen.add(name)
                 target = outputs.get(name)
                 new = found.get(name)
+                if target is None and name not in declared and not self.annotate_all:
+                    continue
                 if target is None and new is not None and name not in declared and _complete(new.type):
                     values.append(new)  # the common case: nothing declared, every dim known
                     self.typed += 1
@@ -562,12 +568,21 @@ def describe_type(tp: onnx.TypeProto) -> str:
     return "(untyped)"
 
 
-def changed_outputs(before: Model, after: Model) -> list[tuple[str, str, str]]:
-    """The main-graph outputs whose declared type differs between two models: (name, before, after)."""
+def changed_outputs(before: Model, after: Model) -> list[Retyped]:
+    """The main-graph outputs (kept by both models) whose declared type differs between them."""
     old = {v.name: v.type for v in before.lazy_proto.graph.output}
     changes = []
     for value in after.lazy_proto.graph.output:
         tp = old.get(value.name)
         if tp is not None and tp.SerializeToString() != value.type.SerializeToString():
-            changes.append((value.name, describe_type(tp), describe_type(value.type)))
+            changes.append(Retyped(value.name, "main graph", "output", describe_type(tp), describe_type(value.type)))
     return changes
+
+
+def change_text(change: Retyped) -> str:
+    """``output 'out': [1,3,4,4] -> [1,3,6,6]`` (the dtype shown only when it changed too)."""
+    before, after = change.before, change.after
+    head = before.split("[", 1)[0]
+    if "[" in before and "[" in after and after.split("[", 1)[0] == head:
+        before, after = before[len(head):], after[len(head):]
+    return f"{change.kind} {change.tensor!r}: {before} -> {after}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec
@@ -15,10 +15,12 @@ from onnx import helper
 
 from graphkit import _check_args as argcheck
 from graphkit._graph import GraphIndex, graph_tensor_names, node_label, position_ref, subgraphs
+from graphkit._infer import refresh_types
 from graphkit._model import Model, iter_graphs
 from graphkit._validate import check_or_raise
 from graphkit.errors import (
     EditError,
+    InvalidModelError,
     NoChangeError,
     NodeNotFoundError,
     TensorNotFoundError,
@@ -191,17 +193,26 @@ def _attribute_key(value: Any, keyword: str) -> str:
     return argcheck.name(value, keyword, what="attribute name")
 
 
-def _finish(before: Model, proto: onnx.ModelProto, *, check: bool, what: str, base_dir: Path | None = None) -> Model:
-    """Wrap the edited proto; refuse a no-op; validate.
+def _finish(before: Model, proto: onnx.ModelProto, *, check: bool, what: str, base_dir: Path | None = None,
+            retype: bool = False, keep: Collection[str] = ()) -> Model:
+    """Wrap the edited proto; refuse a no-op; re-derive the declared types it made stale (``retype``:
+    value_info, graph outputs but ``keep``, body inputs and outputs); validate.
 
     Raises:
         NoChangeError: The edit changed nothing.
+        EditError: The result cannot be typed consistently (the message names the node).
         InvalidModelError: The result fails validation.
     """
     if proto.SerializeToString(deterministic=True) == before.lazy_proto.SerializeToString(deterministic=True):
         raise NoChangeError(f"{what} changes nothing in {before.name}",
                             hint="drop this edit, or pass --allow-noop to accept edits that change nothing")
     result = Model(proto, base_dir if base_dir is not None else before.base_dir, None)
+    if retype:
+        try:
+            result, _ = refresh_types(result, keep=keep, label=f"the model after {what}")
+        except InvalidModelError as err:
+            raise EditError(err.message, hint="undo this edit, or make the nodes it feeds agree with it "
+                                              "(--set-attribute, --fixed, --remove-node)") from err
     if check:
         check_or_raise(result, what=f"the model after {what}")
     return result

@@ -51,7 +51,7 @@ def set_attribute(model: Model, /, node: str, attribute: str, value: Any, *, che
     kept.insert(position, attr)
     del target.attribute[:]
     target.attribute.extend(kept)
-    return _finish(model, proto, check=check, what=f"set_attribute {node}.{name}")
+    return _finish(model, proto, check=check, what=f"set_attribute {node}.{name}", retype=True)
 
 
 @_noop_returns_input
@@ -79,7 +79,7 @@ def remove_attribute(model: Model, /, node: str, attribute: str, *, check: bool 
     kept = [a for a in target.attribute if a.name != name]
     del target.attribute[:]
     target.attribute.extend(kept)
-    return _finish(model, proto, check=check, what=f"remove_attribute {node}.{name}")
+    return _finish(model, proto, check=check, what=f"remove_attribute {node}.{name}", retype=True)
 
 
 def _expected_attr_type(model: Model, proto: onnx.ModelProto, node: onnx.NodeProto, name: str) -> int | None:

@@ -59,7 +59,7 @@ def set_op_type(model: Model, /, node: str, op_type: str, domain: str | None = N
     target.op_type = op_type
     target.domain = new_domain
     _ensure_opset(proto, new_domain)
-    return _finish(model, proto, check=check, what=f"set_op_type {node}")
+    return _finish(model, proto, check=check, what=f"set_op_type {node}", retype=True)
 
 
 def _check_op_fits(proto: onnx.ModelProto, node: onnx.NodeProto, op_type: str, domain: str, *,
@@ -138,7 +138,7 @@ def replace_op(model: Model, /, old_op: str, new_op_type: str = "Identity", *, n
     _ensure_opset(proto, new_dom)
     if domain and domain not in {_norm_domain(n.domain) for n in _every_node(proto)}:
         _drop_opsets(proto, {domain})
-    return _finish(model, proto, check=check, what=f"replace_op {old_op} -> {new_op_type}")
+    return _finish(model, proto, check=check, what=f"replace_op {old_op} -> {new_op_type}", retype=True)
 
 
 @_noop_returns_input
@@ -176,4 +176,4 @@ def set_opset(model: Model, /, domain: str, version: int | None, *, check: bool 
             proto.opset_import.append(helper.make_opsetid(dom, int(version)))
         else:
             entry.version = int(version)
-    return _finish(model, proto, check=check, what=f"set_opset {domain or 'ai.onnx'}={version}")
+    return _finish(model, proto, check=check, what=f"set_opset {domain or 'ai.onnx'}={version}", retype=True)

@@ -15,7 +15,6 @@ from graphkit._edit._common import Dim, _declared_shape, _finish, _noop_returns_
 from graphkit._graph import node_label
 from graphkit._io import tensor_nbytes, tensor_value
 from graphkit._model import Model, iter_graphs
-from graphkit._typing import tensor_types
 from graphkit.errors import (
     ArgumentTypeError,
     EditError,
@@ -89,9 +88,9 @@ def set_dims(model: Model, /, tensor: str, dims: Mapping[int, Dim] | Sequence[Di
             changed.append((axis, before, dim))
         _set_dim(shape.dim[axis], dim)
     is_output = tensor in {o.name for o in proto.graph.output}
-    _refresh_shapes(model, proto, keep={tensor} if is_output else set())
     _warn_hardcoded(model, proto, tensor, changed)
-    return _finish(model, proto, check=check, what=f"set_dims {tensor}")
+    return _finish(model, proto, check=check, what=f"set_dims {tensor}", retype=True,
+                   keep={tensor} if is_output else ())
 
 
 def _io_value(model: Model, proto: onnx.ModelProto, name: str) -> onnx.ValueInfoProto:
@@ -135,45 +134,6 @@ def _set_dim(dim: onnx.TensorShapeProto.Dimension, value: Dim) -> None:
         dim.dim_value = value
     elif isinstance(value, str):
         dim.dim_param = value
-
-
-def _refresh_shapes(model: Model, proto: onnx.ModelProto, *, keep: set[str]) -> None:
-    """Re-infer the main graph's value_info and output shapes (except ``keep``) without reading weights:
-    the typing engine with the model's declared types set aside (the edit made them stale)."""
-    outputs = [v.name for v in proto.graph.output if v.name not in keep and v.type.HasField("tensor_type")]
-    names = [*outputs, *(v.name for v in proto.graph.value_info)]
-    found = tensor_types(model.derive(proto), names, declared=False, observe=False).types
-    if not found and names:
-        log.warning("shape inference failed; value_info and output shapes were left as they were")
-        return
-    for value in proto.graph.output:
-        if value.name in keep or not value.type.HasField("tensor_type"):
-            continue
-        new = found.get(value.name)
-        if new is None or not new.tensor_type.HasField("shape"):
-            log.warning("cannot infer the shape of output %r (a custom op?); its declared shape %s was kept: "
-                        "check it (set_dims)", value.name, _declared_shape(value))
-            continue
-        _copy_shape(new, value)
-    kept = []
-    for value in proto.graph.value_info:
-        new = found.get(value.name)
-        if new is not None and new.HasField("tensor_type") and new.tensor_type.HasField("shape"):
-            _copy_shape(new, value)
-            kept.append(value)
-    del proto.graph.value_info[:]
-    proto.graph.value_info.extend(kept)
-
-
-def _copy_shape(source: onnx.TypeProto | None, target: onnx.ValueInfoProto) -> None:
-    tensor_type = target.type.tensor_type
-    tensor_type.ClearField("shape")
-    if source is None or not source.tensor_type.HasField("shape"):
-        return
-    tensor_type.shape.CopyFrom(source.tensor_type.shape)
-    for dim in tensor_type.shape.dim:
-        if dim.HasField("dim_param") and dim.dim_param.startswith("unk__"):
-            dim.Clear()  # an anonymous dim from inference: unknown
 
 
 def _warn_hardcoded(model: Model, proto: onnx.ModelProto, tensor: str, changed: list[tuple[int, Dim, Dim]]) -> None:

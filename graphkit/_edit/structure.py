@@ -110,7 +110,7 @@ def bypass_node(model: Model, /, node: str, input_index: int = 0, *, check: bool
     elif out:
         _rename_scope(graph, {out: source}, defs=False)
     _prune(graph, fed=fed)  # what only the bypassed node read (its other inputs' producers, weights)
-    return _finish(model, proto, check=check, what=f"bypass_node {node}")
+    return _finish(model, proto, check=check, what=f"bypass_node {node}", retype=True)
 
 
 def _inferred_types(model: Model, proto: onnx.ModelProto, names: Sequence[str]) -> dict[str, int]:
@@ -162,7 +162,7 @@ def remove_node(model: Model, /, node: str, *, downstream: bool = False, check: 
     _prune(graph, doomed, index=index)
     del graph.output[:]
     graph.output.extend(outputs)
-    return _finish(model, proto, check=check, what=f"remove_node {node}")
+    return _finish(model, proto, check=check, what=f"remove_node {node}", retype=True)
 
 
 def insert_node(model: Model, /, after: str, op_type: str, *, inputs: Sequence[str | np.ndarray] = (),
@@ -225,7 +225,7 @@ def insert_node(model: Model, /, after: str, op_type: str, *, inputs: Sequence[s
         _rename_scope(graph, {after: new_out}, defs=False)
     graph.node.insert(position, node)
     _ensure_opset(proto, new_domain)
-    return _finish(model, proto, check=check, what=f"insert_node {op_type} after {after}")
+    return _finish(model, proto, check=check, what=f"insert_node {op_type} after {after}", retype=True)
 
 
 def _rename_definition(graph: onnx.GraphProto, old: str, new: str) -> None:

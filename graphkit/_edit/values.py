@@ -23,7 +23,6 @@ from graphkit._edit._common import (
     _noop_returns_input,
     _rename_scope,
 )
-from graphkit._edit.shapes import _refresh_shapes
 from graphkit._graph import node_label
 from graphkit._model import Model
 from graphkit.errors import (
@@ -62,8 +61,7 @@ def set_initializer(model: Model, /, tensor: str, value: Any, *, allow_reshape: 
     new = numpy_helper.from_array(array, current.name)
     current.Clear()
     current.CopyFrom(new)
-    _refresh_shapes(model, proto, keep=set())  # the value may set a size (Resize scales, Reshape target)
-    return _finish(model, proto, check=check, what=f"set_initializer {name}")
+    return _finish(model, proto, check=check, what=f"set_initializer {name}", retype=True)
 
 
 def _constant_tensor(model: Model, graph: onnx.GraphProto, name: str) -> onnx.TensorProto:
@@ -149,8 +147,7 @@ def initializer_to_input(model: Model, /, tensor: str, input_name: str | None = 
     if final != name:
         _rename_scope(proto.graph, {name: final})
         proto.graph.input.append(info)
-    _refresh_shapes(model, proto, keep=set())
-    return _finish(model, proto, check=check, what=f"initializer_to_input {name}")
+    return _finish(model, proto, check=check, what=f"initializer_to_input {name}", retype=True)
 
 
 def _hint_constant(model: Model, proto: onnx.ModelProto, name: str, verb: str, other: str) -> None:
@@ -197,8 +194,7 @@ def constant_to_input(model: Model, /, tensor: str, input_name: str | None = Non
     graph.input.append(helper.make_tensor_value_info(tensor_name, elem, dims))
     if final != tensor_name:
         _rename_scope(graph, {tensor_name: final})
-    _refresh_shapes(model, proto, keep=set())
-    return _finish(model, proto, check=check, what=f"constant_to_input {name}")
+    return _finish(model, proto, check=check, what=f"constant_to_input {name}", retype=True)
 
 
 def _constant_signature(node: onnx.NodeProto) -> tuple[int, list[int]]:
@@ -242,5 +238,4 @@ def input_to_initializer(model: Model, /, tensor: str, value: Any, *, check: boo
     del proto.graph.input[:]
     proto.graph.input.extend(kept)
     proto.graph.initializer.append(numpy_helper.from_array(array, name))
-    _refresh_shapes(model, proto, keep=set())
-    return _finish(model, proto, check=check, what=f"input_to_initializer {name}")
+    return _finish(model, proto, check=check, what=f"input_to_initializer {name}", retype=True)

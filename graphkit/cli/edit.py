@@ -19,6 +19,7 @@ from typing import Any
 
 from graphkit import _io as io
 from graphkit._files import MAX_NESTING, json_depth
+from graphkit._infer import change_text, changed_outputs
 from graphkit._model import Model
 from graphkit._numbers import INT64_MAX, parse_int
 from graphkit._recipe import Step, dump_recipe, load_recipe, run_steps
@@ -380,14 +381,17 @@ def run(args: argparse.Namespace) -> int:
             folder = Path(args.save_recipe).resolve().parent
             tmp.write_text(dump_recipe([_relative(s, folder) for s in steps], args.save_recipe), encoding="utf-8")
         _common.write_model(result, args.output, args, plan)
+    shapes = changed_outputs(model, result)
     report = {"input": args.input, "output": args.output, "steps": [d.to_dict() for d in done],
-              **summary(model, result), "warnings": warnings}
+              **summary(model, result), "shapes": [c.to_dict() for c in shapes], "warnings": warnings}
     if args.json:
         _render.json_out(report)
         return 0
     for step in done:
         _render.text(f"{'applied' if step.changed else 'no change'}: {step.op} "
                      + " ".join(f"{k}={v}" for k, v in step.args.items()))
+    for change in shapes:
+        _render.text(change_text(change))
     _render.text(f"wrote {args.output}: {report['nodes']['before']} -> {report['nodes']['after']} nodes"
                  + (f", recipe in {args.save_recipe}" if args.save_recipe else ""))
     return 0
