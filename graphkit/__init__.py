@@ -56,6 +56,7 @@ if TYPE_CHECKING:
         remove_node,
         rename_node,
         rename_tensor,
+        replace_dim,
         replace_op,
         set_attribute,
         set_dims,
@@ -222,6 +223,7 @@ __all__ = [
     "remove_node",
     "rename_node",
     "rename_tensor",
+    "replace_dim",
     "replace_op",
     "run",
     "run_chain",
@@ -269,7 +271,7 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "_edit": (
         "bypass_node", "cleanup", "constant_to_input", "from_graphsurgeon",
         "initializer_to_input", "input_to_initializer", "insert_node", "merge", "remove_attribute",
-        "remove_node", "rename_node", "rename_tensor", "replace_op", "set_attribute", "set_dims",
+        "remove_node", "rename_node", "rename_tensor", "replace_dim", "replace_op", "set_attribute", "set_dims",
         "set_initializer", "set_op_type", "set_opset", "to_graphsurgeon",
     ),
     "errors": (

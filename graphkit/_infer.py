@@ -158,13 +158,15 @@ def infer_shapes_with_report(model: Model, /, *, observe: bool = True, check: bo
     return result
 
 
-def refresh_types(model: Model, *, keep: Collection[str] = (), label: str | None = None
-                  ) -> tuple[Model, tuple[Retyped, ...]]:
+def refresh_types(model: Model, *, keep: Collection[str] = (), label: str | None = None,
+                  forget: Collection[int] = ()) -> tuple[Model, tuple[Retyped, ...]]:
     """Re-derive the declared types an edit made stale: the edited model with its value_info, graph
     output and body input/output types inferred afresh (``keep``: main-graph outputs whose declared
     type the edit set), and the declared types that changed. Only tensors that had value_info get
-    one. A contradiction raises InvalidModelError naming the node (``label`` names the model)."""
-    result = _infer(model, keep=set(keep), observe=False, annotate_all=False, label=label)
+    one. A contradiction raises InvalidModelError naming the node (``label`` names the model).
+    ``forget``: declared sizes that no longer hold where inference cannot size a dim (the old sizes of
+    dims made dynamic); such a dim gets a fresh name instead."""
+    result = _infer(model, keep=set(keep), observe=False, annotate_all=False, label=label, forget=set(forget))
     return result.model, result.replaced
 
 
@@ -172,7 +174,7 @@ def refresh_types(model: Model, *, keep: Collection[str] = (), label: str | None
 
 
 def _infer(model: Model, *, keep: set[str] | None = None, observe: bool = True, annotate_all: bool = True,
-           label: str | None = None) -> ShapeInference:
+           label: str | None = None, forget: set[int] | None = None) -> ShapeInference:
     inferred = _onnx_inference(model, label=label)
     sized = _symbolic_refinement(model, inferred, observe=observe)
     if sized and any(True for _ in _bodies(inferred.graph)):
@@ -180,7 +182,7 @@ def _infer(model: Model, *, keep: set[str] | None = None, observe: bool = True, 
         inferred = _onnx_inference(model, extra=[v for v in inferred.graph.value_info], label=label)
         _symbolic_refinement(model, inferred, observe=False, only_vague=True)
     proto = model.copy().lazy_proto
-    merger = _Merger(proto, keep or set(), annotate_all=annotate_all)
+    merger = _Merger(proto, keep or set(), annotate_all=annotate_all, forget=forget or set())
     for (graph, path), (typed, _) in zip(iter_graphs(proto.graph), iter_graphs(inferred.graph)):
         merger.graph(graph, typed, path, main=graph is proto.graph)
     return ShapeInference(model.derive(proto), merger.typed, tuple(merger.untyped), tuple(merger.replaced),
@@ -396,8 +398,10 @@ def _adopt(values: dict[str, onnx.ValueInfoProto], graph: onnx.GraphProto, name:
 class _Merger:
     """Writes inferred types into the model's graphs and keeps the counts."""
 
-    def __init__(self, proto: onnx.ModelProto, keep: set[str], *, annotate_all: bool = True) -> None:
+    def __init__(self, proto: onnx.ModelProto, keep: set[str], *, annotate_all: bool = True,
+                 forget: set[int] | None = None) -> None:
         self.keep = keep
+        self.forget = forget or set()
         #: Write value_info for every node output (infer-shapes), or only where the model had some (edits).
         self.annotate_all = annotate_all
         self.typed = 0
@@ -414,7 +418,8 @@ class _Merger:
 
     def graph(self, graph: onnx.GraphProto, typed: onnx.GraphProto, path: str, *, main: bool) -> None:
         """Write ``typed``'s types (the inferred copy of ``graph``) into ``graph``."""
-        found = {v.name: v for v in typed.value_info}  # (the copy's own objects: reused, not copied)
+        # (the copy's own objects: reused, not copied; a graph output's own entry is the one refined)
+        found = {v.name: v for v in [*typed.value_info, *typed.output]}
         inferred = {v.name: v.type for v in [*typed.output, *typed.input]}
         declared = {v.name: v for v in graph.value_info}
         outputs = {v.name: v for v in graph.output}
@@ -471,7 +476,7 @@ class _Merger:
             value.type.CopyFrom(new)
             self._name(value.type)
             return
-        merged = _merged(old, new, refine=refine)
+        merged = _merged(old, new, refine=refine, forget=self.forget)
         if merged is None:
             return
         self._name(merged)
@@ -492,7 +497,7 @@ class _Merger:
         return Untyped(name, node.name or f"#{index}", op, path, reason)
 
 
-def _merged(old: onnx.TypeProto, new: onnx.TypeProto, *, refine: bool) -> onnx.TypeProto | None:
+def _merged(old: onnx.TypeProto, new: onnx.TypeProto, *, refine: bool, forget: set[int]) -> onnx.TypeProto | None:
     """The type to write (a copy), or None to leave ``old`` as it is."""
     if old.WhichOneof("value") != new.WhichOneof("value") or old.WhichOneof("value") != "tensor_type":
         if old.SerializeToString() == new.SerializeToString():
@@ -510,6 +515,8 @@ def _merged(old: onnx.TypeProto, new: onnx.TypeProto, *, refine: bool) -> onnx.T
     result = _copy(old)
     for mine, inferred in zip(result.tensor_type.shape.dim, nt.shape.dim):
         if is_anonymous(inferred):
+            if refine and mine.HasField("dim_value") and mine.dim_value in forget:
+                mine.Clear()  # an old size inference no longer proves: named afresh
             continue
         if is_anonymous(mine) and not refine:
             continue

@@ -49,7 +49,7 @@ OPERATIONS: dict[str, Callable[..., Model]] = {
     for name in (
         "set_attribute", "remove_attribute", "set_op_type", "rename_tensor", "rename_node", "bypass_node",
         "remove_node", "insert_node", "set_initializer", "initializer_to_input", "constant_to_input",
-        "input_to_initializer", "set_dims", "replace_op", "set_opset", "cleanup", "merge",
+        "input_to_initializer", "set_dims", "replace_dim", "replace_op", "set_opset", "cleanup", "merge",
     )
 } | {
     name: getattr(_simplify, name)

@@ -126,6 +126,7 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
         "input_to_initializer": (gk.input_to_initializer, {"model": model, "tensor": "x",
                                                            "value": np.ones((1, 4), np.float32)}),
         "set_dims": (gk.set_dims, {"model": model, "tensor": "x", "dims": {0: 2}}),
+        "replace_dim": (gk.replace_dim, {"model": model, "dim": "batch", "new": 2, "check": True}),
         "replace_op": (gk.replace_op, {"model": model, "old_op": "Softmax", "new_op_type": "Identity",
                                        "new_domain": "", "keep_attributes": False}),
         "set_opset": (gk.set_opset, {"model": model, "domain": "", "version": 18}),

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 import pytest
 from conftest import fixture
-from onnx import helper
+from onnx import helper, numpy_helper
 
 import graphkit as gk
 from graphkit._model import iter_graphs
@@ -423,10 +423,12 @@ def test_fixed_dim_turns_dynamic_back_to_static() -> None:
     assert [d.dim_value for d in fixed.graph.output[0].type.tensor_type.shape.dim] == [1, 3, 8, 8]
 
 
-def test_set_dims_warns_about_a_hard_coded_reshape(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="graphkit._edit"):
+def test_set_dims_rewrites_a_hard_coded_reshape(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="graphkit._edit"):
         result = gk.set_dims(reshape_model(), "x", {0: "batch"})
-    assert any("'flatten'" in r.getMessage() and "'target'" in r.getMessage() for r in caplog.records)
+    assert any("'flatten'" in r.getMessage() and "[1, 48] -> [0, 48]" in r.getMessage() for r in caplog.records)
+    target = next(t for t in result.lazy_proto.graph.initializer if t.name == "target")
+    assert numpy_helper.to_array(target).tolist() == [0, 48]
     assert gk.validate(result).passed
 
 

@@ -24,7 +24,7 @@ from graphkit._edit.graphsurgeon import from_graphsurgeon, to_graphsurgeon
 from graphkit._edit.merging import merge
 from graphkit._edit.opsets import replace_op, set_op_type, set_opset
 from graphkit._edit.renames import rename_node, rename_tensor
-from graphkit._edit.shapes import set_dims
+from graphkit._edit.shapes import replace_dim, set_dims
 from graphkit._edit.structure import bypass_node, insert_node, remove_node
 from graphkit._edit.values import (
     constant_to_input,
@@ -46,6 +46,7 @@ __all__ = [
     "remove_node",
     "rename_node",
     "rename_tensor",
+    "replace_dim",
     "replace_op",
     "set_attribute",
     "set_dims",

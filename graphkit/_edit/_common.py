@@ -194,7 +194,7 @@ def _attribute_key(value: Any, keyword: str) -> str:
 
 
 def _finish(before: Model, proto: onnx.ModelProto, *, check: bool, what: str, base_dir: Path | None = None,
-            retype: bool = False, keep: Collection[str] = ()) -> Model:
+            retype: bool = False, keep: Collection[str] = (), forget: Collection[int] = ()) -> Model:
     """Wrap the edited proto; refuse a no-op; re-derive the declared types it made stale (``retype``:
     value_info, graph outputs but ``keep``, body inputs and outputs); validate.
 
@@ -209,7 +209,7 @@ def _finish(before: Model, proto: onnx.ModelProto, *, check: bool, what: str, ba
     result = Model(proto, base_dir if base_dir is not None else before.base_dir, None)
     if retype:
         try:
-            result, _ = refresh_types(result, keep=keep, label=f"the model after {what}")
+            result, _ = refresh_types(result, keep=keep, label=f"the model after {what}", forget=forget)
         except InvalidModelError as err:
             raise EditError(err.message, hint="undo this edit, or make the nodes it feeds agree with it "
                                               "(--set-attribute, --fixed, --remove-node)") from err

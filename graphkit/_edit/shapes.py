@@ -6,15 +6,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from graphkit import _check_args as argcheck
 from graphkit._edit._common import Dim, _declared_shape, _finish, _noop_returns_input
-from graphkit._graph import node_label
-from graphkit._io import tensor_nbytes, tensor_value
-from graphkit._model import Model, iter_graphs
+from graphkit._edit.dynamic import make_dims_run
+from graphkit._model import Model
 from graphkit.errors import (
     ArgumentTypeError,
     EditError,
@@ -54,9 +51,11 @@ def _check_dims(dims: Any) -> dict[int, Dim] | list[Dim]:
 def set_dims(model: Model, /, tensor: str, dims: Mapping[int, Dim] | Sequence[Dim], *, check: bool = True) -> Model:
     """Make dims of a graph input or output dynamic (a name, or None) or fixed (an int).
 
-    Intermediate shape information (value_info) and the shapes of the other outputs are refreshed by
-    shape inference on a copy without the large weights (weights stay on disk). A warning is logged for
-    each constant shape operand (Reshape/Expand/ConstantOfShape/Tile/Resize) that contains an old size.
+    Intermediate shape information (value_info, Loop bodies included) and the shapes of the other
+    outputs are refreshed by shape inference on a copy without the weights (weights stay on disk).
+    When a fixed dim becomes a named one, the Reshape, Expand and Slice constants that hard-code its
+    old size are rewritten where the rewrite is exact (``graphkit._edit.dynamic``), so the model runs
+    at every size; where none is exact the edit is refused, naming the node and the constant.
 
     Args:
         model: The model to edit (not modified).
@@ -66,7 +65,8 @@ def set_dims(model: Model, /, tensor: str, dims: Mapping[int, Dim] | Sequence[Di
 
     Raises:
         TensorNotFoundError: No graph input or output has that name.
-        EditError: An axis is out of range, a dim is negative, or a sequence has the wrong rank.
+        EditError: An axis is out of range, a dim is negative, a sequence has the wrong rank, or a
+            constant hard-codes the old size of a dim made dynamic and cannot be rewritten exactly.
     """
     argcheck.instance(model, "model", Model, argcheck.MODEL)
     argcheck.name(tensor, "tensor", what="tensor name")
@@ -88,9 +88,60 @@ def set_dims(model: Model, /, tensor: str, dims: Mapping[int, Dim] | Sequence[Di
             changed.append((axis, before, dim))
         _set_dim(shape.dim[axis], dim)
     is_output = tensor in {o.name for o in proto.graph.output}
-    _warn_hardcoded(model, proto, tensor, changed)
-    return _finish(model, proto, check=check, what=f"set_dims {tensor}", retype=True,
-                   keep={tensor} if is_output else ())
+    what = f"set_dims {tensor}"
+    dynamic = {dim: before for _, before, dim in changed if isinstance(before, int) and isinstance(dim, str)}
+    _run_at_every_size(model, proto, dynamic, what)
+    forget = {before for _, before, dim in changed if isinstance(before, int) and not isinstance(dim, int)}
+    return _finish(model, proto, check=check, what=what, retype=True, keep={tensor} if is_output else (),
+                   forget=forget)
+
+
+def _run_at_every_size(model: Model, proto: onnx.ModelProto, changes: Mapping[str, int], what: str) -> None:
+    """Rewrite the constants that hard-code the old sizes of dims made dynamic (new name → old size)."""
+    if changes:
+        for note in make_dims_run(model, proto, changes, what=what):
+            log.info("%s: %s", what, note)
+
+
+@_noop_returns_input
+def replace_dim(model: Model, /, dim: int | str, new: int | str, *, check: bool = True) -> Model:
+    """Replace a dim on every graph input and output that carries it: fix a named dim
+    (``replace_dim(m, "batch", 1)``), name a fixed one (``replace_dim(m, 1, "batch")``: every dim of
+    size 1 of the inputs and outputs), or rename one. Otherwise as ``set_dims``.
+
+    Args:
+        model: The model to edit (not modified).
+        dim: The dim to replace: a name, or a size.
+        new: What it becomes: a name (dynamic) or a size (fixed).
+        check: Validate the result.
+
+    Raises:
+        TensorNotFoundError: No graph input or output carries ``dim``.
+        EditError: As ``set_dims``.
+    """
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    for value, keyword in ((dim, "dim"), (new, "new")):
+        if isinstance(value, str):
+            argcheck.name(value, keyword, what="dim name")
+        else:
+            argcheck.integer(value, keyword, minimum=0, maximum=argcheck.INT64_MAX)
+    argcheck.boolean(check, "check")
+    proto = model.copy().lazy_proto
+    inits = {t.name for t in proto.graph.initializer}
+    values = [v for v in proto.graph.input if v.name not in inits] + list(proto.graph.output)
+    hits = [(v, d) for v in values if v.type.tensor_type.HasField("shape") for d in v.type.tensor_type.shape.dim
+            if (d.dim_param == dim if isinstance(dim, str) else d.HasField("dim_value") and d.dim_value == dim)]
+    if not hits:
+        raise not_found(TensorNotFoundError, "graph input or output dim", str(dim),
+                        sorted({d.dim_param for v in values for d in v.type.tensor_type.shape.dim if d.dim_param}),
+                        where=model.name)
+    for _, d in hits:
+        _set_dim(d, new)
+    what = f"replace_dim {dim} -> {new}"
+    _run_at_every_size(model, proto, {new: dim} if isinstance(dim, int) and isinstance(new, str) else {}, what)
+    keep = {v.name for v, _ in hits if v.name in {o.name for o in proto.graph.output}}
+    return _finish(model, proto, check=check, what=what, retype=True, keep=keep,
+                   forget={dim} if isinstance(dim, int) and isinstance(new, str) else ())
 
 
 def _io_value(model: Model, proto: onnx.ModelProto, name: str) -> onnx.ValueInfoProto:
@@ -134,38 +185,3 @@ def _set_dim(dim: onnx.TensorShapeProto.Dimension, value: Dim) -> None:
         dim.dim_value = value
     elif isinstance(value, str):
         dim.dim_param = value
-
-
-def _warn_hardcoded(model: Model, proto: onnx.ModelProto, tensor: str, changed: list[tuple[int, Dim, Dim]]) -> None:
-    old_sizes = {before: axis for axis, before, _ in changed if isinstance(before, int)}
-    if not old_sizes:
-        return
-    for graph, where in iter_graphs(proto.graph):
-        for i, node in enumerate(graph.node):
-            for pos in SHAPE_OPERANDS.get(node.op_type, ()):
-                if pos >= len(node.input) or not node.input[pos]:
-                    continue
-                value = _small_constant(model, graph, node.input[pos])
-                if value is None:
-                    continue
-                hits = sorted({int(v) for v in value.ravel().tolist() if int(v) in old_sizes})
-                for size in hits:
-                    log.warning(
-                        "%s in %s reads constant %r = %s, which hard-codes %d, the old size of %r dim %d; "
-                        "it may fail or compute the wrong thing for other sizes (use 0 or -1 in a Reshape target, "
-                        "or compute the shape with Shape)",
-                        node_label(node, i), where, node.input[pos], value.tolist(), size, tensor, old_sizes[size])
-
-
-def _small_constant(model: Model, graph: onnx.GraphProto, name: str) -> np.ndarray | None:
-    for tensor in graph.initializer:
-        if tensor.name == name and tensor_nbytes(tensor) <= _INFER_KEEP_BYTES:
-            return tensor_value(model, tensor)
-    for node in graph.node:
-        if node.op_type == "Constant" and node.output and node.output[0] == name:
-            for attr in node.attribute:
-                if attr.name == "value":
-                    return numpy_helper.to_array(attr.t)
-                if attr.name == "value_ints":
-                    return np.asarray(list(attr.ints))
-    return None

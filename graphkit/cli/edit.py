@@ -48,6 +48,7 @@ _EXAMPLE = {
     "--set-initializer": "conv1.bias=bias.npy", "--freeze": "scale=[1.0]", "--dynamic": "input:0=batch",
     "--fixed": "input:0=1", "--replace-op": "my::Debug=Identity", "--set-opset": "ai.onnx=17",
     "--set-dtype": "input=uint8",
+    "--fixed-dim": "batch=1", "--dynamic-dim": "1=batch",
 }
 
 
@@ -94,6 +95,20 @@ def _dims(text: str, flag: str, fixed: bool) -> Step:
     else:
         dim = None if right in ("", "?") else right
     return Step("set_dims", {"tensor": tensor, "dims": {str(index): dim}})
+
+
+def _replace_dim(text: str, flag: str) -> Step:
+    left, right = _pair(text, flag)
+    hint = f"e.g. {flag} {_EXAMPLE[flag]}"
+    if flag == "--fixed-dim":
+        if not right:
+            raise UsageError(f"{flag} {text!r}: expected NAME=SIZE", hint=hint)
+        new: Any = parse_int(right, what=f"{flag} {text!r}: size", lo=0, hi=INT64_MAX, hint=hint)
+        return Step("replace_dim", {"dim": left, "new": new})
+    if not right or right.isdigit():
+        raise UsageError(f"{flag} {text!r}: expected SIZE_OR_NAME=NAME (the new name is not a number)", hint=hint)
+    old: Any = parse_int(left, what=f"{flag} {text!r}: size", lo=0, hi=INT64_MAX, hint=hint) if left.isdigit() else left
+    return Step("replace_dim", {"dim": old, "new": right})
 
 
 #: Axes beyond this are typos (no tensor has this many dims).
@@ -206,6 +221,10 @@ OPTIONS: dict[str, tuple[str | None, Callable[[Any], Step], str]] = {
     "--dynamic": ("TENSOR:AXIS=NAME", lambda t: _dims(t, "--dynamic", False),
                   "make a dim of a graph input/output dynamic (NAME, or ? for unnamed)"),
     "--fixed": ("TENSOR:AXIS=SIZE", lambda t: _dims(t, "--fixed", True), "fix a dim of a graph input/output"),
+    "--fixed-dim": ("NAME=SIZE", lambda t: _replace_dim(t, "--fixed-dim"),
+                    "fix a named dim on every graph input and output that carries it"),
+    "--dynamic-dim": ("SIZE_OR_NAME=NAME", lambda t: _replace_dim(t, "--dynamic-dim"),
+                      "name a dim (every dim of that size, or of that name) on every graph input and output"),
     "--replace-op": ("[DOMAIN::]OP=[DOMAIN::]NEW", _replace_op,
                      "replace every node of an operator (attributes dropped), e.g. my::Debug=Identity"),
     "--set-dtype": ("NAME=DTYPE", _set_dtype,
