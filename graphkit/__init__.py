@@ -78,6 +78,7 @@ if TYPE_CHECKING:
     from graphkit._io import load, save, tensor_value
     from graphkit._mixed import MixedNode, MixedPrecision, auto_mixed_precision
     from graphkit._model import Model
+    from graphkit._opset import OpsetConversion, convert_opset, convert_opset_with_report
     from graphkit._options import Backend, Balance, FeedOptions, OptLevel, Provider, Tolerance
     from graphkit._recipe import Recipe, Step, apply_recipe, load_recipe
     from graphkit._reduce import Failure, Reduction, reduce, save_repro
@@ -159,6 +160,7 @@ __all__ = [
     "NodeNotFoundError",
     "NonFinite",
     "OpenCutError",
+    "OpsetConversion",
     "OptLevel",
     "OutputDiff",
     "Port",
@@ -194,6 +196,8 @@ __all__ = [
     "compare",
     "constant_to_input",
     "constants_to_initializers",
+    "convert_opset",
+    "convert_opset_with_report",
     "custom_op",
     "diff",
     "expose",
@@ -255,6 +259,7 @@ _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "_reduce": ("Failure", "Reduction", "reduce", "save_repro"),
     "_convert": ("Clamped", "Float16Conversion", "KeptNode", "set_dtype", "to_float16", "to_float16_with_report"),
     "_mixed": ("MixedNode", "MixedPrecision", "auto_mixed_precision"),
+    "_opset": ("OpsetConversion", "convert_opset", "convert_opset_with_report"),
     "_custom_ops": ("CustomOp", "custom_op", "load_python_ops"),
     "_infer": ("Retyped", "ShapeInference", "Untyped", "infer_shapes", "infer_shapes_with_report"),
     "_options": ("Backend", "Balance", "FeedOptions", "OptLevel", "Provider", "Tolerance"),

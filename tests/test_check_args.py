@@ -89,6 +89,8 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
                                                            "feeds": None, "feed_options": gk.FeedOptions(),
                                                            "keep_io_types": True, "keep_op": (), "keep_node": (),
                                                            "progress": None}),
+        "convert_opset": (gk.convert_opset, {"model": model, "version": 13}),
+        "convert_opset_with_report": (gk.convert_opset_with_report, {"model": model, "version": 16}),
         "set_dtype": (gk.set_dtype, {"model": model, "tensor": "x", "dtype": "float16"}),
         "to_float16": (gk.to_float16, {"model": model, "keep_io_types": False, "keep_op": ["Abs"],
                                        "keep_node": ["mul"]}),

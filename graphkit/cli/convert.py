@@ -1,4 +1,4 @@
-"""convert IN OUT --float16 [--keep-io-types] [--keep-op OP ...] [--keep-node NAME ...]: change a model's precision.
+"""convert IN OUT --float16 [--keep-io-types] [--keep-op OP ...] [--keep-node NAME ...] | --opset N: change a model's precision or opset.
 
 ``--float16`` turns float32 weights and computation into float16. Inputs that must stay float32
 (Resize's scales, shapes, indices and what computes them), operators ONNX Runtime's CPU provider
@@ -11,30 +11,47 @@ of the float32 model's on seeded (or given) inputs: one comparison finds the nod
 their own, then a bisection over the execution order finds the rest. It prints which nodes stay
 float32 and why, the number of model runs, and writes the list as a recipe (--save-recipe, default
 OUT with .recipe.yaml) that ``edit IN OUT --recipe`` replays.
+
+``--opset N`` converts to ai.onnx opset N, up or down: ONNX's version converter where it has
+adapters, graphkit's own rewrites for the operators whose arguments moved between attributes and
+inputs (Reduce*, Squeeze, Unsqueeze, Split, Clip, Pad) and Resize 10/11, in bodies and local
+functions too. A node that cannot be converted is named with the reason; the result's outputs must
+equal the input's on seeded inputs, or nothing is written.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from graphkit._convert import Float16Conversion, to_float16_with_report
 from graphkit._mixed import MIXED_TOLERANCE, MixedPrecision, auto_mixed_precision
+from graphkit._model import Model
+from graphkit._opset import convert_opset_with_report
+from graphkit._options import FeedOptions
 from graphkit._recipe import Step, dump_recipe
-from graphkit._run import input_specs
+from graphkit._run import input_specs, make_feeds
+from graphkit._run import run as run_model
+from graphkit._validate import check_or_raise
 from graphkit.cli import _common, _render
-from graphkit.cli._args import number
+from graphkit.cli._args import number, whole
 from graphkit.cli._feeds import add_feed_options, feed_args, tolerance
-from graphkit.errors import UsageError
+from graphkit.errors import RuntimeFailure, UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("convert", help="convert a model to float16", description=__doc__,
+    p = sub.add_parser("convert", help="convert a model to float16 or another opset", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="IN", help="the .onnx file to convert")
     p.add_argument("output", help="where to write the converted model")
     p.add_argument("--float16", action="store_true", help="convert float32 weights and computation to float16")
+    p.add_argument("--opset", type=whole(lo=1), metavar="N",
+                   help="convert to ai.onnx opset N (up or down); the result's outputs are checked against the input's")
     p.add_argument("--keep-io-types", action="store_true",
                    help="keep float32 graph inputs and outputs float32 (Casts inside the model)")
     p.add_argument("--keep-op", nargs="+", default=[], metavar="OP", help="operators that stay float32")
@@ -57,8 +74,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.opset is not None and args.float16:
+        raise UsageError("convert does one conversion at a time: --float16 or --opset",
+                         hint="convert the opset first, then convert the result to float16")
+    if args.opset is not None:
+        return _run_opset(args)
     if not args.float16:
-        raise UsageError("convert needs a conversion: --float16",
+        raise UsageError("convert needs a conversion: --float16 or --opset N",
                          hint="e.g. graphkit convert in.onnx out.onnx --float16 --keep-io-types")
     if args.auto_mixed:
         return _run_mixed(args)
@@ -145,3 +167,42 @@ def _figure(node: object) -> str:
     if out is not None:
         return f" (output error {out:.3g} with it in float16)"
     return ""
+
+
+def _run_opset(args: argparse.Namespace) -> int:
+    model = _common.load(args.model)
+    parsed = feed_args(args, [spec.name for spec in input_specs(model)], model.name)
+    plan = _common.plan(args, model, output=args.output, reads=[(path, "a feed file") for path in parsed.files])
+    plan.check()
+    report = convert_opset_with_report(model, args.opset)
+    check_or_raise(report.model, what=f"the model for {args.output}")
+    worst = _same_outputs(model, report.model, parsed.feeds, parsed.options())
+    saved = _common.write_model(report.model, args.output, args, plan, validated=True)
+    if args.json:
+        _render.json_out({"output": str(saved.path), "max_abs_error": worst, **report.to_dict()})
+        return 0
+    _render.text(f"wrote {args.output}: ai.onnx opset {report.source} -> {report.target}, "
+                 f"{len(report.rewritten)} node(s) rewritten by graphkit"
+                 + (", the rest by ONNX's version converter" if report.converter else "")
+                 + f"; outputs equal to the input's (max abs difference {worst:.3g})")
+    for label in report.rewritten:
+        _render.text(f"  {label}")
+    return 0
+
+
+def _same_outputs(model: Model, converted: Model, feeds: dict[str, Any], options: FeedOptions) -> float:
+    """Run both on the same seeded inputs; refuse a conversion that changes an output."""
+    inputs = make_feeds(model, feeds, feed_options=options)
+    want = run_model(model, inputs)
+    got = run_model(converted, inputs)
+    worst = 0.0
+    for name, value in want.items():
+        other = np.asarray(got[name])
+        if other.shape != value.shape or not np.allclose(other, value, atol=1e-5, rtol=1e-4, equal_nan=True):
+            diff = float(np.max(np.abs(other.astype(np.float64) - value))) if other.shape == value.shape else math.inf
+            raise RuntimeFailure(f"the model converted to opset {converted.lazy_proto.opset_import[0].version} "
+                                 f"computes output {name!r} differently (max abs difference {diff:.3g}); nothing written",
+                                 hint="run 'python -m graphkit compare' on the two models to find the node")
+        if value.dtype.kind in "fc":
+            worst = max(worst, float(np.max(np.abs(other.astype(np.float64) - value), initial=0.0)))
+    return worst

@@ -1,0 +1,130 @@
+"""Benchmark float16 conversion and mixed precision: graphkit against onnxconverter-common.
+
+For each model, each job runs in its own process (``_measure``): graphkit's ``to_float16`` and
+onnxconverter-common's ``convert_float_to_float16`` (both with float32 inputs and outputs kept), and,
+with ``--mixed``, graphkit's ``auto_mixed_precision`` and onnxconverter-common's
+``auto_convert_mixed_precision`` (same tolerance). Reported per job: wall time, peak RSS, the model
+runs the search needed, nodes left in float32 (graphkit: nodes the search or the conversion kept;
+onnxconverter-common: non-Cast nodes with a float32 output), and the largest output error of the
+written model against the float32 model on the same seeded inputs (measured afterwards, in this
+process). ``--big`` also converts the 2.7 GB external-weights model with graphkit (peak memory).
+
+    nice -n 19 python bench/bench_convert.py                       # transformer + light models
+    nice -n 19 python bench/bench_convert.py --mixed --models light_squeezenet
+    nice -n 19 python bench/bench_convert.py --big --models none
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _measure
+import numpy as np
+import onnx
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parent
+RUNNERS = HERE / "_convert_runners.py"
+LIGHT = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
+BENCH_DIR = Path(os.environ.get("GRAPHKIT_BENCH_DIR", "/tmp/graphkit-bench"))
+
+
+def _models(names: list[str]) -> list[Path]:
+    found = {"transformer": BENCH_DIR / "transformer.onnx"}
+    found.update({p.stem: p for p in sorted(LIGHT.glob("light_*.onnx"))})
+    if names == ["none"]:
+        return []
+    chosen = names or list(found)
+    missing = [n for n in chosen if n not in found or not found[n].exists()]
+    if missing:
+        raise SystemExit(f"unknown or missing model(s): {missing} (transformer: python bench/generate.py --models a)")
+    return [found[n] for n in chosen]
+
+
+def _error(source: Path, converted: Path) -> float:
+    """Largest |converted - float32| over the outputs, on seeded inputs."""
+    import graphkit as gk
+
+    model = gk.load(source)
+    feeds = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=0))
+    want = gk.run(model, feeds)
+    got = gk.run(gk.load(converted), feeds)
+    return max(float(np.max(np.abs(got[k].astype(np.float64) - v))) for k, v in want.items())
+
+
+def _job(name: str, function: str, model: Path, out: Path, **kwargs: object) -> _measure.Job:
+    env = _measure.child_env(REPO_ROOT)
+    return _measure.Job(name, _measure.python_call(RUNNERS, function, model=str(model), out=str(out), **kwargs),
+                        env, str(REPO_ROOT), str(out))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="*", default=[], help="transformer, light_<name>, or none")
+    parser.add_argument("--mixed", action="store_true", help="also the mixed-precision searches")
+    parser.add_argument("--big", action="store_true", help="also graphkit on the 2.7 GB external-weights model")
+    parser.add_argument("--atol", type=float, default=1e-3)
+    parser.add_argument("--rtol", type=float, default=1e-2)
+    parser.add_argument("--timeout", type=float, default=900.0, help="per job, seconds")
+    parser.add_argument("--json", type=Path, help="also write the rows as JSON")
+    args = parser.parse_args()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-convert-") as folder:
+        tmp = Path(folder)
+        for model in _models(args.models):
+            jobs = [_job("graphkit fp16", "graphkit_fp16", model, tmp / "gk16.onnx"),
+                    _job("occ fp16", "occ_fp16", model, tmp / "occ16.onnx")]
+            if args.mixed:
+                tol = {"atol": args.atol, "rtol": args.rtol}
+                jobs += [_job("graphkit auto-mixed", "graphkit_mixed", model, tmp / "gkmix.onnx", **tol),
+                         _job("occ auto-mixed", "occ_mixed", model, tmp / "occmix.onnx", **tol)]
+            for job in jobs:
+                _measure.warm_cache([model])
+                result = _measure.run(job, timeout=args.timeout)
+                row: dict[str, Any] = {"model": model.stem, "job": job.name, "ok": result.ok,
+                                       "wall_s": result.wall_s, "peak_mb": result.peak_mb, **result.result}
+                if result.ok and job.output:
+                    try:
+                        row["max_abs_error"] = _error(model, Path(job.output))
+                    except Exception as err:  # (a tool's output that ONNX Runtime refuses is a result)
+                        row["ok"] = False
+                        row["error"] = "its model fails in ONNX Runtime: " + str(err).splitlines()[0][-120:]
+                else:
+                    row["error"] = result.error
+                rows.append(row)
+                _print(row)
+        if args.big:
+            model = BENCH_DIR / "big_external" / "model.onnx"
+            out = tmp / "big16" / "model.onnx"
+            out.parent.mkdir()
+            result = _measure.run(_job("graphkit fp16", "graphkit_fp16", model, out), timeout=args.timeout)
+            weights = (model.parent / "model.data").stat().st_size / 2**20
+            row = {"model": "big_external", "job": "graphkit fp16", "ok": result.ok, "wall_s": result.wall_s,
+                   "peak_mb": result.peak_mb, "weights_mb": weights, **result.result}
+            if not result.ok:
+                row["error"] = result.error
+            rows.append(row)
+            _print(row)
+    _measure.shutdown()
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2, default=str))
+    return 0
+
+
+def _print(row: dict[str, Any]) -> None:
+    extra = {k: v for k, v in row.items() if k not in ("model", "job", "ok", "wall_s", "peak_mb", "work_s")}
+    print(f"{row['model']:<22} {row['job']:<20} {'ok' if row['ok'] else 'FAIL':<4} {row['wall_s']:>8.1f} s "
+          f"{row['peak_mb']:>8.0f} MB  " + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                                                    for k, v in extra.items()), flush=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

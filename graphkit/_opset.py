@@ -1,0 +1,565 @@
+"""Opset conversion, up and down, with weights left where they are.
+
+ONNX's version converter does the main graph's nodes it has adapters for; graphkit rewrites itself
+the operators whose arguments moved between attributes and inputs (the Reduce family, Squeeze,
+Unsqueeze, Split, Clip, Pad) and Resize 10 ↔ 11, wherever they are: main graph, If/Loop/Scan bodies
+and local functions. The converter never sees a weight: large initializers are passed without their
+data and put back by name, so external weights stay on disk. A node that cannot be converted is
+named with the reason and nothing is returned.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from graphkit import _check_args as argcheck
+from graphkit._edit._common import _noop_returns_input
+from graphkit._io import tensor_value
+from graphkit._model import Model
+from graphkit.errors import EditError, NoChangeError
+
+__all__ = ["OpsetConversion", "convert_opset", "convert_opset_with_report"]
+
+log = logging.getLogger(__name__)
+
+#: Operator → the ai.onnx version from which its ``axes`` is an input instead of an attribute.
+AXES_INPUT_SINCE = {
+    "ReduceSum": 13, "Squeeze": 13, "Unsqueeze": 13, "ReduceMean": 18, "ReduceMax": 18, "ReduceMin": 18,
+    "ReduceProd": 18, "ReduceL1": 18, "ReduceL2": 18, "ReduceLogSum": 18, "ReduceLogSumExp": 18,
+    "ReduceSumSquare": 18,
+}
+#: Other operators graphkit rewrites itself, with the version where their form changed.
+_OWN = {"Split": 13, "Clip": 11, "Pad": 11, "Resize": 11}
+_CONTROL = frozenset({"If", "Loop", "Scan"})
+_PLACEHOLDER = "graphkit.opset"
+#: Initializers at least this large are passed to ONNX's converter without their data.
+_STRIP_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class OpsetConversion:
+    """The result of ``convert_opset_with_report``.
+
+    Attributes:
+        model: The converted model.
+        source: The ai.onnx version it had.
+        target: The version it has now.
+        rewritten: The nodes graphkit rewrote itself (``where: name (Op)``).
+        converter: Whether ONNX's version converter converted the main graph's other nodes.
+    """
+
+    model: Model = field(repr=False)
+    source: int
+    target: int
+    rewritten: tuple[str, ...]
+    converter: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (without the model)."""
+        return {"source": self.source, "target": self.target, "rewritten": list(self.rewritten),
+                "converter": self.converter}
+
+
+@_noop_returns_input
+def convert_opset(model: Model, /, version: int) -> Model:
+    """Convert the model to another ai.onnx opset version, up or down.
+
+    Args:
+        model: The model (not changed).
+        version: The target ai.onnx opset version.
+
+    Returns:
+        The converted model; the input model itself when it already has that version.
+
+    Raises:
+        EditError: A node cannot be converted (named, with the reason); nothing is returned.
+    """
+    return _convert(model, version).model
+
+
+def convert_opset_with_report(model: Model, /, version: int) -> OpsetConversion:
+    """``convert_opset``, also saying which nodes graphkit rewrote itself.
+
+    Raises:
+        NoChangeError: The model already has that version.
+        EditError: A node cannot be converted (named, with the reason).
+    """
+    return _convert(model, version)
+
+
+def _convert(model: Model, version: int) -> OpsetConversion:
+    argcheck.instance(model, "model", Model, argcheck.MODEL)
+    target = argcheck.integer(version, "version", minimum=1, maximum=onnx.defs.onnx_opset_version())
+    proto = onnx.ModelProto()
+    proto.CopyFrom(model.lazy_proto)
+    source = _version(proto.opset_import)
+    if source is None:
+        raise EditError(f"{model.name} imports no ai.onnx opset", hint="nothing to convert")
+    if source == target:
+        raise NoChangeError(f"{model.name} already has ai.onnx opset {target}", hint="choose another version")
+    rewriter = _Rewriter(model, source, target)
+    placeholders = rewriter.hide(proto.graph)
+    if placeholders:
+        proto.opset_import.add(domain=_PLACEHOLDER, version=1)
+    need_converter = any(_changes(n, source, target) for n in proto.graph.node if n.domain != _PLACEHOLDER)
+    if need_converter:
+        proto = _run_converter(model, proto, target)
+    else:
+        _set_version(proto.opset_import, target)
+    rewriter.show(proto.graph, placeholders)
+    for func in proto.functions:
+        if _version(func.opset_import) is not None:
+            rewriter.graph_nodes(func.node, f"function {func.name}", {}, rewriter.function_constants(func))
+            _set_version(func.opset_import, target)
+    _set_version(proto.opset_import, target)
+    keep = [o for o in proto.opset_import if o.domain != _PLACEHOLDER]
+    del proto.opset_import[:]
+    proto.opset_import.extend(keep)
+    _drop_unread(proto.graph, rewriter.detached)
+    proto.ir_version = max(proto.ir_version, _ir_for(target))
+    return OpsetConversion(model.derive(proto), source, target, tuple(rewriter.rewritten), need_converter)
+
+
+# ----------------------------------------------------------------------------------------- helpers
+
+
+def _version(imports: Any) -> int | None:
+    for entry in imports:
+        if entry.domain in ("", "ai.onnx"):
+            return int(entry.version)
+    return None
+
+
+def _set_version(imports: Any, version: int) -> None:
+    for entry in imports:
+        if entry.domain in ("", "ai.onnx"):
+            entry.version = version
+
+
+def _ir_for(version: int) -> int:
+    """The lowest IR version that allows ai.onnx opset ``version``."""
+    needed = [int(row[1]) for row in onnx.helper.VERSION_TABLE if row[2] == version]  # (release, ir, opset, ...)
+    return min(needed) if needed else 3
+
+
+def _since(op: str, version: int) -> int | None:
+    try:
+        return int(onnx.defs.get_schema(op, version, "").since_version)
+    except Exception:  # onnx raises SchemaError for an op that does not exist at that version
+        return None
+
+
+def _changes(node: onnx.NodeProto, source: int, target: int) -> bool:
+    """Whether the node's schema differs between the two versions (its form may need converting)."""
+    if node.domain not in ("", "ai.onnx"):
+        return False
+    return _since(node.op_type, source) != _since(node.op_type, target)
+
+
+def _crosses(since: int, source: int, target: int) -> int:
+    """+1 when going up across ``since``, -1 when going down across it, 0 otherwise."""
+    if source < since <= target:
+        return 1
+    if target < since <= source:
+        return -1
+    return 0
+
+
+def _run_converter(model: Model, proto: onnx.ModelProto, target: int) -> onnx.ModelProto:
+    """ONNX's version converter on ``proto`` without its large weights, which are put back after."""
+    stripped: dict[str, onnx.TensorProto] = {}
+    for tensor in proto.graph.initializer:
+        if tensor.data_location == onnx.TensorProto.EXTERNAL or tensor.ByteSize() >= _STRIP_BYTES:
+            kept = onnx.TensorProto()
+            kept.CopyFrom(tensor)
+            stripped[tensor.name] = kept
+            for name in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
+                tensor.ClearField(name)
+            del tensor.external_data[:]
+            tensor.ClearField("data_location")
+            tensor.raw_data = np.zeros(int(np.prod(tensor.dims, dtype=np.int64)), np.uint8)[:0].tobytes()
+    try:
+        converted = onnx.version_converter.convert_version(proto, target)
+    except Exception as err:  # onnx raises RuntimeError / ValueError from C++
+        raise _converter_error(model, proto, err, target) from err
+    for tensor in converted.graph.initializer:
+        original = stripped.get(tensor.name)
+        if original is not None:
+            tensor.CopyFrom(original)
+    return converted
+
+
+def _converter_error(model: Model, proto: onnx.ModelProto, err: Exception, target: int) -> EditError:
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    found = re.search(r"(No Adapter (?:From|To) Version \$?\d+) for (\w+)", text)
+    if found:
+        op = found.group(2)
+        node = next((n for n in proto.graph.node if n.op_type == op), None)
+        name = (node.name or op) if node is not None else op
+        return EditError(f"cannot convert node {name!r} ({op}) of {model.name} to opset {target}: ONNX's version "
+                         f"converter has no adapter ({found.group(1)})",
+                         hint="choose a version on the same side of the operator's change, or replace the node "
+                              "(edit --replace-op) first")
+    return EditError(f"ONNX's version converter fails on {model.name} for opset {target}: {text}",
+                     hint="run 'python -m graphkit check' on the model; choose a nearer version")
+
+
+# ------------------------------------------------------------------------------------- rewriting
+
+
+class _Rewriter:
+    def __init__(self, model: Model, source: int, target: int) -> None:
+        self.model = model
+        self.source = source
+        self.target = target
+        self.rewritten: list[str] = []
+        self.detached: set[str] = set()
+        self.names: set[str] = set()
+        for graph in _graphs(model.lazy_proto.graph):
+            self.names.update(n for node in graph.node for n in (*node.input, *node.output))
+            self.names.update(t.name for t in graph.initializer)
+        self.initializers: Any = None
+
+    def own(self, node: onnx.NodeProto) -> bool:
+        if node.domain not in ("", "ai.onnx"):
+            return False
+        return (node.op_type in AXES_INPUT_SINCE or node.op_type in _OWN or node.op_type in _CONTROL
+                or node.op_type == "Constant" or self.compatible(node))
+
+    def compatible(self, node: onnx.NodeProto) -> bool:
+        """Whether the node is valid as it is at the target version (its operator changed only in types,
+        or not at all): its attributes exist there and its inputs and outputs fit."""
+        try:
+            schema = onnx.defs.get_schema(node.op_type, self.target, "")
+        except Exception:  # onnx raises SchemaError for an op that does not exist at that version
+            return False
+        if _since(node.op_type, self.source) == schema.since_version:
+            return True
+        if any(a.name not in schema.attributes for a in node.attribute):
+            return False
+        if any(a.required and a.name not in {x.name for x in node.attribute} for a in schema.attributes.values()):
+            return False
+        try:
+            source = onnx.defs.get_schema(node.op_type, self.source, "")
+        except Exception:
+            return False
+        same = [(i.name, i.type_str) for i in source.inputs] == [(i.name, i.type_str) for i in schema.inputs] \
+            and [(o.name, o.type_str) for o in source.outputs] == [(o.name, o.type_str) for o in schema.outputs] \
+            and set(source.attributes) == set(schema.attributes)
+        return same
+
+    # -- placeholders: the converter never sees the nodes graphkit converts
+
+    def hide(self, graph: onnx.GraphProto) -> list[int]:
+        positions = []
+        for k, node in enumerate(graph.node):
+            if self.own(node):
+                node.domain = _PLACEHOLDER
+                positions.append(k)
+        return positions
+
+    def show(self, graph: onnx.GraphProto, positions: list[int]) -> None:
+        constants = self.graph_constants(graph, {})
+        hidden = [n for n in graph.node if n.domain == _PLACEHOLDER]
+        for node in hidden:
+            node.domain = ""
+        self.graph_nodes(graph.node, "main graph", {}, constants, only=set(map(id, hidden)) or None,
+                         initializers=graph.initializer)
+
+    # -- constants a rewrite may read (initializers and Constant nodes, outer scopes included)
+
+    def graph_constants(self, graph: onnx.GraphProto, outer: dict[str, Callable[[], np.ndarray]]
+                        ) -> dict[str, Callable[[], np.ndarray]]:
+        found = dict(outer)
+        for tensor in graph.initializer:
+            found[tensor.name] = functools.partial(tensor_value, self.model, tensor)
+        for node in graph.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.attribute:
+                attr = node.attribute[0]
+                if attr.name == "value":
+                    found[node.output[0]] = functools.partial(numpy_helper.to_array, attr.t)
+        return found
+
+    def function_constants(self, func: onnx.FunctionProto) -> dict[str, Callable[[], np.ndarray]]:
+        holder = onnx.GraphProto()
+        holder.node.extend(func.node)
+        return self.graph_constants(holder, {})
+
+    # -- the walk
+
+    def graph_nodes(self, nodes: Any, where: str, outer: dict[str, Callable[[], np.ndarray]],
+                    constants: dict[str, Callable[[], np.ndarray]], only: set[int] | None = None,
+                    initializers: Any = None) -> None:
+        added: list[onnx.NodeProto] = []
+        previous = self.initializers
+        for node in list(nodes):
+            self.initializers = initializers
+            if only is not None and id(node) not in only:
+                continue
+            if node.domain not in ("", "ai.onnx"):
+                continue
+            label = f"{where}: {node.name or '(unnamed)'} ({node.op_type})"
+            for attr in node.attribute:
+                bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+                for body in bodies:
+                    inner = self.graph_constants(body, constants)
+                    self.graph_nodes(body.node, f"{where} > {node.name or node.op_type}.{attr.name}", constants,
+                                     inner, initializers=body.initializer)
+            if node.op_type in _CONTROL:
+                continue
+            if node.op_type in AXES_INPUT_SINCE:
+                changed = self._axes(node, AXES_INPUT_SINCE[node.op_type], constants, label, added)
+            elif node.op_type == "Split":
+                changed = self._attr_input(node, 13, "split", 1, np.int64, constants, label, added)
+            elif node.op_type == "Clip":
+                changed = self._clip(node, constants, label, added)
+            elif node.op_type == "Pad":
+                changed = self._pad(node, constants, label, added)
+            elif node.op_type == "Resize":
+                changed = self._resize(node, label, added)
+            elif node.op_type == "Constant":
+                changed = self._constant_node(node, label)
+            else:
+                if _changes(node, self.source, self.target) and not self.compatible(node):
+                    self._check_compatible(node, label)
+                continue
+            if changed:
+                self.rewritten.append(label)
+        self.initializers = previous
+        self._sort_constants(nodes, added)
+
+    def _sort_constants(self, nodes: Any, added: list[onnx.NodeProto]) -> None:
+        """Constant nodes made for inputs go first (they read nothing)."""
+        if not added:
+            return
+        ordered = [*added, *nodes]
+        copies = []
+        for node in ordered:
+            clone = onnx.NodeProto()
+            clone.CopyFrom(node)
+            copies.append(clone)
+        del nodes[:]
+        nodes.extend(copies)
+
+    def _check_compatible(self, node: onnx.NodeProto, label: str) -> None:
+        try:
+            schema = onnx.defs.get_schema(node.op_type, self.target, "")
+        except Exception as err:
+            raise EditError(f"cannot convert {label} to opset {self.target}: the operator does not exist there",
+                            hint="choose another version") from err
+        unknown = [a.name for a in node.attribute if a.name not in schema.attributes]
+        if unknown:
+            raise EditError(f"cannot convert {label} to opset {self.target}: attribute(s) {unknown} do not exist "
+                            f"there and graphkit has no rewrite for {node.op_type} inside a body or function",
+                            hint="convert to a version on the same side of the operator's change")
+
+    # -- rewrites
+
+    def _constant(self, name: str, constants: dict[str, Callable[[], np.ndarray]], label: str, what: str) -> np.ndarray:
+        reader = constants.get(name)
+        if reader is None:
+            raise EditError(f"cannot convert {label} to opset {self.target}: its {what} {name!r} is computed at run "
+                            "time and cannot become an attribute",
+                            hint="fold it into a constant first (edit --fold-constants), or keep a version where "
+                                 "it is an input")
+        return np.asarray(reader())
+
+    def _input_constant(self, value: np.ndarray, base: str, added: list[onnx.NodeProto]) -> str:
+        name = self._fresh(base)
+        if self.initializers is not None:  # (a graph: a weight, which no opset version constrains)
+            self.initializers.append(numpy_helper.from_array(value, name))
+        else:  # (a local function holds no initializers)
+            added.append(onnx.helper.make_node("Constant", [], [name], name=self._fresh(f"{base}/Constant"),
+                                               value=numpy_helper.from_array(value, name)))
+        return name
+
+    def _fresh(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.names:
+            k += 1
+            name = f"{base}_{k}"
+        self.names.add(name)
+        return name
+
+    def _axes(self, node: onnx.NodeProto, since: int, constants: dict[str, Callable[[], np.ndarray]], label: str,
+              added: list[onnx.NodeProto]) -> bool:
+        return self._attr_input(node, since, "axes", 1, np.int64, constants, label, added)
+
+    def _attr_input(self, node: onnx.NodeProto, since: int, attr: str, position: int, dtype: type,
+                    constants: dict[str, Callable[[], np.ndarray]], label: str, added: list[onnx.NodeProto]) -> bool:
+        direction = _crosses(since, self.source, self.target)
+        if direction > 0:
+            found = next((a for a in node.attribute if a.name == attr), None)
+            if found is None:
+                return False
+            values: np.ndarray = np.asarray(list(found.ints), dtype)
+            node.attribute.remove(found)
+            while len(node.input) < position:
+                node.input.append("")
+            name = self._input_constant(values, f"{node.name or node.op_type}/{attr}", added)
+            if len(node.input) == position:
+                node.input.append(name)
+            else:
+                node.input.insert(position, name)
+            return True
+        if direction < 0:
+            if len(node.input) <= position or not node.input[position]:
+                return False
+            values = self._constant(node.input[position], constants, label, attr)
+            self.detached.add(node.input[position])
+            del node.input[position]
+            node.attribute.append(onnx.helper.make_attribute(attr, [int(v) for v in values.reshape(-1)]))
+            if node.op_type.startswith("Reduce"):
+                noop = next((a for a in node.attribute if a.name == "noop_with_empty_axes"), None)
+                if noop is not None:
+                    node.attribute.remove(noop)
+            if node.op_type == "Split":
+                extra = next((a for a in node.attribute if a.name == "num_outputs"), None)
+                if extra is not None:
+                    node.attribute.remove(extra)
+            return True
+        return False
+
+    def _clip(self, node: onnx.NodeProto, constants: dict[str, Callable[[], np.ndarray]], label: str,
+              added: list[onnx.NodeProto]) -> bool:
+        direction = _crosses(11, self.source, self.target)
+        if direction > 0:
+            bounds = {a.name: a.f for a in node.attribute if a.name in ("min", "max")}
+            if not bounds:
+                return False
+            del node.attribute[:]
+            names = []
+            for key in ("min", "max"):
+                names.append(self._input_constant(np.array(bounds[key], np.float32), f"{node.name or 'Clip'}/{key}",
+                                                  added) if key in bounds else "")
+            node.input.extend(names)
+            while node.input and not node.input[-1]:
+                del node.input[-1]
+            return True
+        if direction < 0:
+            changed = False
+            for position, key in ((1, "min"), (2, "max")):
+                if len(node.input) > position and node.input[position]:
+                    value = self._constant(node.input[position], constants, label, key)
+                    self.detached.add(node.input[position])
+                    node.attribute.append(onnx.helper.make_attribute(key, float(value.reshape(-1)[0])))
+                    changed = True
+            del node.input[1:]
+            return changed
+        return False
+
+    def _pad(self, node: onnx.NodeProto, constants: dict[str, Callable[[], np.ndarray]], label: str,
+             added: list[onnx.NodeProto]) -> bool:
+        direction = _crosses(11, self.source, self.target)
+        if direction > 0:
+            pads = next((a for a in node.attribute if a.name == "pads"), None)
+            if pads is None:
+                return False
+            value = next((a.f for a in node.attribute if a.name == "value"), 0.0)
+            for attr in [a for a in node.attribute if a.name in ("pads", "value")]:
+                node.attribute.remove(attr)
+            node.input.append(self._input_constant(np.asarray(list(pads.ints), np.int64),
+                                                   f"{node.name or 'Pad'}/pads", added))
+            if value:
+                node.input.append(self._input_constant(np.array(value, np.float32),
+                                                       f"{node.name or 'Pad'}/value", added))
+            return True
+        if direction < 0:
+            if len(node.input) > 3 and node.input[3]:
+                raise EditError(f"cannot convert {label} to opset {self.target}: its axes input has no attribute form",
+                                hint="keep opset 18 or later for Pad with axes")
+            pads = self._constant(node.input[1], constants, label, "pads")
+            self.detached.update(node.input[1:3])
+            node.attribute.append(onnx.helper.make_attribute("pads", [int(v) for v in pads.reshape(-1)]))
+            if len(node.input) > 2 and node.input[2]:
+                value = self._constant(node.input[2], constants, label, "constant_value")
+                node.attribute.append(onnx.helper.make_attribute("value", float(value.reshape(-1)[0])))
+            del node.input[1:]
+            return True
+        return False
+
+    def _constant_node(self, node: onnx.NodeProto, label: str) -> bool:
+        """Below opset 12 a Constant holds only ``value`` (a tensor): value_float(s)/int(s) become one."""
+        if self.target >= 12 or not node.attribute or node.attribute[0].name == "value":
+            return False
+        attr = node.attribute[0]
+        kinds = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64, "value_ints": np.int64}
+        if attr.name not in kinds:
+            raise EditError(f"cannot convert {label} to opset {self.target}: its {attr.name} has no form there",
+                            hint="keep opset 12 or later")
+        value = onnx.helper.get_attribute_value(attr)
+        tensor = numpy_helper.from_array(np.asarray(value, kinds[attr.name]))
+        del node.attribute[:]
+        node.attribute.append(onnx.helper.make_attribute("value", tensor))
+        return True
+
+    def _resize(self, node: onnx.NodeProto, label: str, added: list[onnx.NodeProto]) -> bool:
+        direction = _crosses(11, self.source, self.target)
+        attrs = {a.name: a for a in node.attribute}
+        if direction > 0:  # (opset 10's Resize and Upsample scale from the corner: asymmetric, nearest floors)
+            roi = self._input_constant(np.zeros(0, np.float32), f"{node.name or 'Resize'}/roi", added)
+            node.input.insert(1, roi)
+            node.attribute.append(onnx.helper.make_attribute("coordinate_transformation_mode", "asymmetric"))
+            mode = attrs["mode"].s.decode() if "mode" in attrs else "nearest"
+            if mode == "nearest":
+                node.attribute.append(onnx.helper.make_attribute("nearest_mode", "floor"))
+            return True
+        if direction < 0:
+            transform = attrs["coordinate_transformation_mode"].s.decode() if "coordinate_transformation_mode" in attrs \
+                else "half_pixel"
+            mode = attrs["mode"].s.decode() if "mode" in attrs else "nearest"
+            nearest = attrs["nearest_mode"].s.decode() if "nearest_mode" in attrs else "round_prefer_floor"
+            sizes = len(node.input) > 3 and node.input[3]
+            if transform != "asymmetric" or (mode == "nearest" and nearest != "floor") or sizes \
+                    or len(node.input) < 3 or not node.input[2] or mode == "cubic":
+                raise EditError(
+                    f"cannot convert {label} to opset {self.target}: opset 10's Resize has only scales, "
+                    f"asymmetric coordinates and flooring nearest, and this one uses coordinate_transformation_mode "
+                    f"{transform!r}, mode {mode!r}" + (f", nearest_mode {nearest!r}" if mode == "nearest" else "")
+                    + (", sizes" if sizes else ""),
+                    hint="keep opset 11 or later for this model")
+            scales = node.input[2]
+            del node.input[1:]
+            node.input.append(scales)
+            for attr in [a for a in node.attribute if a.name != "mode"]:
+                node.attribute.remove(attr)
+            return True
+        return False
+
+
+def _drop_unread(graph: onnx.GraphProto, names: set[str]) -> None:
+    """Remove the initializers and Constant nodes among ``names`` that nothing reads any more."""
+    if not names:
+        return
+    read = {n for g in _graphs(graph) for node in g.node for n in node.input} | {o.name for o in graph.output}
+    gone = names - read
+    for g in _graphs(graph):
+        keep = [t for t in g.initializer if t.name not in gone]
+        if len(keep) != len(g.initializer):
+            del g.initializer[:]
+            g.initializer.extend(keep)
+        nodes = [n for n in g.node if not (n.op_type == "Constant" and n.output and n.output[0] in gone)]
+        if len(nodes) != len(g.node):
+            del g.node[:]
+            g.node.extend(nodes)
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from _graphs(sub)
+
