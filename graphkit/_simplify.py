@@ -11,15 +11,21 @@ The passes, run in rounds until a round changes nothing:
 - ``shapes``: Shape and Size of a tensor whose dims the typing engine (``graphkit._typing``) proves
   static become constants, and so does a Gather of static dims out of a Shape whose other dims are
   dynamic, so that ``Shape → Gather → Unsqueeze → Concat → Reshape`` folds into one Reshape.
+- ``reshapes``: a Reshape whose target is computed gets a constant one when inference (not value_info)
+  proves every output dim: a size, ``0`` (copy) for the input's dim of the same name at the same
+  position, ``-1`` for at most one other; with dynamic batch and sequence the exporter's chain goes.
 - ``fold``: nodes whose inputs are all constants (the graph's own, or an enclosing graph's for a
   body) are evaluated once in ONNX Runtime (through ``graphkit._ort``) and replaced by initializers,
   in batches whose weights stay within a byte budget; a value larger than ``max_bytes`` is not
   stored (its nodes stay), no node reading a weight larger than ``max_bytes`` is evaluated, and
   DequantizeLinear is kept (a QDQ model's weights stay quantized).
+- ``fuse``: an inference BatchNormalization, or a Mul or Add by a per-channel constant, after a Conv
+  whose output it alone reads is folded into the Conv's weights and bias.
 - ``merge``: initializers with the same dtype, shape and bytes (or the same external location) are
   merged into one.
+- ``cse``: nodes with the same op, attributes and inputs are computed once.
 - ``dead``: dead nodes, unused initializers, graph inputs, local functions and opset imports go
-  (``graphkit.edit``'s linear prune).
+  (``graphkit._edit.cleaning``'s linear prune).
 
 Weights stay where they are: nothing reads a weight except a fold that needs its value, and a
 2.7 GB model with external data is simplified reading its graph only.
@@ -59,7 +65,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: The passes, in the order each round runs them.
-PASSES = ("constants", "identities", "shapes", "reshapes", "fold", "merge", "dead")
+PASSES = ("constants", "identities", "shapes", "reshapes", "fold", "fuse", "merge", "cse", "dead")
 #: Folded values larger than this are not stored (their nodes stay), by default.
 DEFAULT_MAX_BYTES = 64 * 2**20
 #: At most this many bytes of weights are handed to ONNX Runtime in one folding run.
@@ -821,17 +827,124 @@ def _run(state: _State, nodes: list[onnx.NodeProto], consts: Mapping[str, onnx.T
     return {name: value for name, value in zip(wanted, found) if isinstance(value, np.ndarray)}
 
 
+# ------------------------------------------------------------------ BatchNormalization, Mul, Add into Conv
+
+
+def _pass_fuse(state: _State) -> int:
+    """Fold what scales or shifts a Conv's output per channel into the Conv's weights and bias: an
+    inference BatchNormalization, a Mul or an Add by a constant that is the same along every axis but
+    the channel's. The Conv then writes that node's output. Only where the Conv's output feeds that
+    node alone and its weights are constants of at most ``max_bytes``."""
+    graph = state.proto.graph
+    consts = dict(_visible_constants(graph, {}, listed=state.old_ir))
+    index = GraphIndex(graph)
+    taken = set(index.all_tensor_names)
+    fused: list[int] = []
+    written: set[int] = set()
+    for i, node in enumerate(index.nodes):
+        conv_at = _conv_before(state, index, i, consts)
+        if conv_at is None or conv_at in written:
+            continue
+        conv = index.nodes[conv_at]
+        values = _fused_values(state, conv, node, consts)
+        if values is None:
+            continue
+        names = (_fresh(f"{conv.input[1]}/fused", taken), _fresh(f"{node.output[0]}/bias", taken))
+        tensors = [numpy_helper.from_array(v, n) for v, n in zip(values, names)]
+        _add_initializers(state, graph, tensors, top=True)
+        consts.update((t.name, t) for t in tensors)
+        del conv.input[1:]
+        conv.input.extend(names)
+        conv.output[0] = node.output[0]
+        fused.append(i)
+        written.add(conv_at)
+    if not fused:
+        return 0
+    doomed = set(fused)
+    _set_nodes(graph, (n for i, n in enumerate(index.nodes) if i not in doomed))
+    _prune(graph, fed=[name for i in fused for name in index.nodes[i].input[1:]])
+    return len(fused)
+
+
+def _conv_before(state: _State, index: GraphIndex, i: int, consts: Mapping[str, onnx.TensorProto]) -> int | None:
+    """The position of the Conv whose output the node at ``i`` scales or shifts per channel, or None."""
+    node = index.nodes[i]
+    if node.domain not in ("", "ai.onnx") or len(node.output) < 1 or any(o for o in node.output[1:]):
+        return None
+    if node.op_type == "BatchNormalization":
+        if state.opset < 9 or len(node.input) != 5 or any(a.name == "training_mode" and a.i for a in node.attribute):
+            return None
+        data, operands = node.input[0], list(node.input[1:])
+    elif node.op_type in ("Mul", "Add") and len(node.input) == 2:
+        data, operands = (node.input[0], [node.input[1]]) if node.input[1] in consts else (node.input[1], [node.input[0]])
+    else:
+        return None
+    if not all(n in consts and not _too_big(consts[n], state.max_bytes) for n in operands):
+        return None
+    at = index.producer.get(data)
+    if at is None or index.consumers.get(data) != [i] or data in index.output_set:
+        return None
+    conv = index.nodes[at]
+    if conv.op_type != "Conv" or conv.domain not in ("", "ai.onnx") or len(conv.input) < 2 or conv.input[1] not in consts \
+            or (len(conv.input) > 2 and conv.input[2] and conv.input[2] not in consts):
+        return None
+    return None if _too_big(consts[conv.input[1]], state.max_bytes) else at
+
+
+def _fused_values(state: _State, conv: onnx.NodeProto, node: onnx.NodeProto,
+                  consts: Mapping[str, onnx.TensorProto]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The Conv's new weights and bias, or None when the node does not act per output channel."""
+    weight = tensor_value(state.model, consts[conv.input[1]])
+    if weight.dtype not in (np.float32, np.float64) or weight.ndim < 3:
+        return None
+    channels = weight.shape[0]
+    has_bias = len(conv.input) > 2 and bool(conv.input[2])
+    bias = tensor_value(state.model, consts[conv.input[2]]).astype(np.float64) if has_bias else np.zeros(channels)
+    operands = [tensor_value(state.model, consts[n]) for n in node.input if n in consts and n != node.input[0]] \
+        if node.op_type == "BatchNormalization" else [tensor_value(state.model, consts[n]) for n in node.input if n in consts]
+    if bias.shape != (channels,) or any(v.dtype != weight.dtype for v in operands):
+        return None
+    if node.op_type == "BatchNormalization":
+        scale, shift, mean, var = (v.astype(np.float64) for v in operands)
+        if any(v.shape != (channels,) for v in (scale, shift, mean, var)):
+            return None
+        epsilon = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
+        factor = scale / np.sqrt(var + epsilon)
+        offset = shift - mean * factor
+    else:
+        vector = _per_channel(operands[0], channels, weight.ndim)
+        if vector is None:
+            return None
+        factor, offset = (vector, np.zeros(channels)) if node.op_type == "Mul" else (np.ones(channels), vector)
+    fused_w = weight.astype(np.float64) * factor.reshape((channels,) + (1,) * (weight.ndim - 1))
+    return fused_w.astype(weight.dtype), (bias * factor + offset).astype(weight.dtype)
+
+
+def _per_channel(value: np.ndarray, channels: int, rank: int) -> np.ndarray | None:
+    """``value`` as one number per output channel of a Conv output of ``rank`` dims, if it broadcasts so."""
+    if value.ndim > rank:
+        return None
+    shape = (1,) * (rank - value.ndim) + value.shape
+    if shape[0] != 1 or any(d != 1 for d in shape[2:]) or shape[1] not in (1, channels):
+        return None
+    return np.broadcast_to(value.reshape(-1).astype(np.float64), (channels,)).copy()
+
+
 # -------------------------------------------------------------------------- identical constants
 
 
 def _pass_merge(state: _State) -> int:
-    return sum(_merge_in(graph, state.max_bytes) for graph, _ in list(iter_graphs(state.proto.graph)))
+    top = state.proto.graph
+    return sum(_merge_in(graph, state.max_bytes, listed=graph is top and state.old_ir)
+               for graph, _ in list(iter_graphs(top)))
 
 
-def _merge_in(graph: onnx.GraphProto, limit: int) -> int:
+def _merge_in(graph: onnx.GraphProto, limit: int, *, listed: bool = False) -> int:
     """Merge initializers with equal dtype, dims and data (inline, up to ``limit`` bytes) or the same
-    external location; the first of each kind stays."""
-    keep_as_is = {i.name for i in graph.input} | {o.name for o in graph.output}
+    external location; the first of each kind stays. ``listed``: initializers listed as graph inputs
+    (before IR version 4) are constants too."""
+    inputs = {i.name for i in graph.input} - ({t.name for t in graph.initializer} if listed else set())
+    keep_as_is = inputs | {o.name for o in graph.output}
     first: dict[tuple[int, tuple[int, ...], bytes], str] = {}
     mapping: dict[str, str] = {}
     for tensor in graph.initializer:
@@ -861,6 +974,48 @@ def _digest(tensor: onnx.TensorProto) -> bytes:
     return hashlib.sha256(bare.SerializeToString(deterministic=True)).digest()
 
 
+# ------------------------------------------------------------------------------- identical nodes
+
+
+def _pass_cse(state: _State) -> int:
+    return sum(_cse_in(graph) for graph, _ in list(iter_graphs(state.proto.graph)))
+
+
+def _cse_in(graph: onnx.GraphProto) -> int:
+    """Nodes computing the same op with the same attributes on the same inputs are one node: the
+    first stays and the others' readers read its outputs (a graph output keeps its own producer)."""
+    index = GraphIndex(graph)
+    first: dict[bytes, int] = {}
+    mapping: dict[str, str] = {}
+    removed: list[int] = []
+    for i in index.topological_order():
+        node = index.nodes[i]
+        if node.op_type in _NOT_FOLDED - {"Identity", "DequantizeLinear"} or subgraphs(node) \
+                or any(o in index.output_set for o in node.output) or not node.output:
+            continue
+        key = _node_key(node, mapping)
+        if key not in first:
+            first[key] = i
+            continue
+        kept = index.nodes[first[key]]
+        mapping.update((o, k) for o, k in zip(node.output, kept.output) if o)
+        removed.append(i)
+    if not removed:
+        return 0
+    _rename_scope(graph, mapping, defs=False, outputs=False)
+    _prune(graph, removed)
+    return len(removed)
+
+
+def _node_key(node: onnx.NodeProto, mapping: Mapping[str, str]) -> bytes:
+    bare = onnx.NodeProto()
+    bare.op_type, bare.domain, bare.overload = node.op_type, node.domain, node.overload
+    bare.input.extend(mapping.get(n, n) for n in node.input)
+    bare.attribute.extend(sorted(node.attribute, key=lambda a: a.name))
+    bare.output.extend("" for _ in node.output)
+    return bare.SerializeToString(deterministic=True)
+
+
 # -------------------------------------------------------------------------------------- dead code
 
 
@@ -883,7 +1038,9 @@ _PASS_FUNCTIONS = {
     "shapes": _pass_shapes,
     "reshapes": _pass_reshapes,
     "fold": _pass_fold,
+    "fuse": _pass_fuse,
     "merge": _pass_merge,
+    "cse": _pass_cse,
     "dead": _pass_dead,
 }
 

@@ -25,14 +25,14 @@ def parse(body: str) -> gk.Model:
     return gk.parse_model(OPSET + "\n" + body)
 
 
-def assert_same_values(before: gk.Model, after: gk.Model, **dims: int) -> None:
+def assert_same_values(before: gk.Model, after: gk.Model, rtol: float = 1e-6, **dims: int) -> None:
     """``after`` passes onnx.checker's full check and computes what ``before`` does, on seeded inputs."""
     onnx.checker.check_model(str(after.path) if after.path else after.proto, full_check=True)
     options = gk.FeedOptions(seed=3, dims=dims)
     expected, found = gk.run(before, feed_options=options), gk.run(after, feed_options=options)
     assert set(found) == set(expected)
     for name, value in expected.items():
-        np.testing.assert_allclose(found[name], value, rtol=1e-6, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(found[name], value, rtol=rtol, atol=rtol, err_msg=name)
 
 
 def ops(model: gk.Model) -> list[str]:
@@ -205,6 +205,46 @@ def test_loop_invariant_constants_fold_in_the_body() -> None:
     assert_same_values(model, result)
 
 
+def conv_chain(reads_twice: bool = False) -> gk.Model:
+    rng = np.random.default_rng(0)
+    b = gk.GraphBuilder("convbn")
+    x = b.input("x", "float32", [1, 3, 8, 8])
+    w = b.initializer(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    bias = b.initializer(rng.standard_normal(4).astype(np.float32), "b")
+    c = b.node("Conv", [x, w, bias], pads=[1, 1, 1, 1], outputs=["conv"])
+    stats = [b.initializer(v.astype(np.float32), n) for v, n in (
+        (rng.uniform(0.5, 2, 4), "scale"), (rng.standard_normal(4), "shift"), (rng.standard_normal(4), "mean"),
+        (rng.uniform(0.5, 2, 4), "var"))]
+    n = b.node("BatchNormalization", [c, *stats], epsilon=1e-3)
+    m = b.node("Mul", [b.initializer(rng.standard_normal((4, 1, 1)).astype(np.float32), "k"), n])
+    a = b.node("Add", [m, b.initializer(rng.standard_normal((1, 4, 1, 1)).astype(np.float32), "o")])
+    y = b.node("Relu", [a], outputs=["y"])
+    b.output(y, "float32", [1, 4, 8, 8])
+    if reads_twice:
+        b.output(b.node("Neg", [c], outputs=["also"]), "float32", [1, 4, 8, 8])
+    return b.build()
+
+
+def test_batchnorm_mul_and_add_by_channel_fold_into_the_conv() -> None:
+    model = conv_chain()
+    result = gk.simplify_with_report(model)
+    assert ops(result.model) == ["Conv", "Relu"] and result.changes["fuse"] == 3
+    assert_same_values(model, result.model, rtol=1e-5)
+
+
+def test_a_conv_output_read_twice_is_not_fused() -> None:
+    model = conv_chain(reads_twice=True)
+    assert ops(gk.simplify(model)) == ops(model)
+
+
+def test_identical_nodes_are_computed_once() -> None:
+    model = parse("g (float[4] x) => (float[4] y) { a = Relu(x)\n b = Relu(x)\n ea = Exp(a)\n eb = Exp(b)\n"
+                  " y = Add(ea, eb) }")
+    result = gk.simplify_with_report(model)
+    assert ops(result.model) == ["Relu", "Exp", "Add"] and result.changes["cse"] == 2
+    assert_same_values(model, result.model)
+
+
 def test_identical_constants_merge_and_unused_things_go() -> None:
     b = gk.GraphBuilder("dups")
     x = b.input("x", "float32", [3])
@@ -352,8 +392,8 @@ def test_a_contradiction_in_the_file_names_node_and_tensor() -> None:
 
 def test_unknown_pass_is_a_usage_error() -> None:
     with pytest.raises(gk.UsageError) as err:
-        gk.simplify_with_report(parse(EXPORTED_BLOCK), passes=["fold", "fuse"])
-    assert "'fuse'" in err.value.message and "constants" in err.value.hint
+        gk.simplify_with_report(parse(EXPORTED_BLOCK), passes=["fold", "fission"])
+    assert "'fission'" in err.value.message and "constants" in err.value.hint
 
 
 # ---------------------------------------------------------------------------------- light models
