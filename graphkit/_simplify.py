@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,11 +50,12 @@ from graphkit import _ort
 from graphkit._edit._common import _drop_opsets, _noop_returns_input, _rename_scope
 from graphkit._edit.cleaning import _clean_functions, _clean_graph, _prune
 from graphkit._graph import GraphIndex, node_label, subgraphs
+from graphkit._infer import _contradiction
 from graphkit._io import tensor_nbytes, tensor_value
 from graphkit._model import Model, iter_graphs
 from graphkit._typing import Source, tensor_types, weightless
 from graphkit._validate import check_or_raise
-from graphkit.errors import GraphkitError, InvalidModelError, NoChangeError, UsageError
+from graphkit.errors import GraphkitError, NoChangeError, UsageError
 
 __all__ = [
     "PASSES", "Simplification", "constants_to_initializers", "fold_constants", "fold_shapes", "merge_constants",
@@ -267,65 +267,18 @@ def _set_nodes(graph: onnx.GraphProto, nodes: Iterable[onnx.NodeProto]) -> None:
 # --------------------------------------------------------------------- consistency before anything
 
 
-_NODE_IN_MESSAGE = re.compile(r"\(op_type:([\w.]+)(?:, node name: ([^)]*))?\)")
-
-
 def _check_consistent(model: Model) -> None:
     """Refuse a model that ONNX shape inference finds contradicting itself, naming node and tensor.
 
     Raises:
-        InvalidModelError: naming the node, its declared output (or inputs) and what inference says.
+        InvalidModelError: naming the node, what it makes, what it reads and why (``graphkit._infer``'s
+            wording, as infer-shapes says it).
     """
-    g = Source(model)
+    probe = weightless(Source(model))
     try:
-        onnx.shape_inference.infer_shapes(weightless(g), check_type=True, strict_mode=True, data_prop=False)
+        onnx.shape_inference.infer_shapes(probe, check_type=True, strict_mode=True, data_prop=False)
     except onnx.shape_inference.InferenceError as err:
-        text = str(err).strip()
-        found = _NODE_IN_MESSAGE.search(text)
-        detail = text.split("\n")[0]
-        detail = detail[found.end():].lstrip(": ") if found else detail
-        detail = re.sub(r"^\[\w+\]\s*", "", detail)
-        where = None
-        if found is not None:
-            where = g.node_index(found.group(2)) if found.group(2) else _contradicting_node(g, found.group(1))
-        if where is None:
-            raise InvalidModelError(f"shape inference contradicts {model.name}: {detail}",
-                                    hint="run 'python -m graphkit check' on it to see where") from err
-        node = g.nodes[where]
-        tensors = _contradicted(g, node)
-        tensor = f", tensor {tensors[0]!r}" if tensors else ""
-        raise InvalidModelError(
-            f"shape inference contradicts {model.name} at {node_label(node, where)}{tensor}: {detail}",
-            hint=(f"the declared type of {tensors[0]!r} does not match what the node computes; correct or drop "
-                  "that value_info, or fix the input shapes" if tensors else
-                  "check the shapes of the node's inputs ('python -m graphkit check')"),
-        ) from err
-
-
-def _contradicting_node(g: Source, op_type: str) -> int | None:
-    """An unnamed node of ``op_type`` whose declared output type differs from what inference finds
-    without the declarations (the message names only the op)."""
-    candidates = [i for i, node in enumerate(g.nodes) if node.op_type == op_type]
-    if len(candidates) <= 1:
-        return candidates[0] if candidates else None
-    try:
-        inferred = onnx.shape_inference.infer_shapes(weightless(g, value_info=False), strict_mode=False)
-    except onnx.shape_inference.InferenceError:
-        return candidates[0]
-    types = {v.name: v.type for v in inferred.graph.value_info}
-    declared = {v.name: v.type for v in [*g.graph.value_info, *g.graph.output]}
-    for i in candidates:
-        for name in g.nodes[i].output:
-            if name in declared and name in types and _dims(declared[name]) != _dims(types[name]):
-                return i
-    return candidates[0]
-
-
-def _contradicted(g: Source, node: onnx.NodeProto) -> list[str]:
-    """The node's outputs whose type the model declares (the usual contradiction), else its inputs."""
-    declared = set(g.value_info) | set(g.outputs)
-    outputs = [o for o in node.output if o and o in declared]
-    return outputs or [i for i in node.input if i]
+        raise _contradiction(model.name, probe, err) from err
 
 
 # ------------------------------------------------------------------------------ Constant nodes
