@@ -76,6 +76,7 @@ if TYPE_CHECKING:
     )
     from graphkit._infer import Retyped, ShapeInference, Untyped, infer_shapes, infer_shapes_with_report
     from graphkit._io import load, save, tensor_value
+    from graphkit._listing import Listing, NodeInfo, OpStats, TensorInfo, list_nodes
     from graphkit._mixed import MixedNode, MixedPrecision, auto_mixed_precision
     from graphkit._model import Model
     from graphkit._opset import OpsetConversion, convert_opset, convert_opset_with_report
@@ -149,6 +150,7 @@ __all__ = [
     "InvalidModelError",
     "Issue",
     "KeptNode",
+    "Listing",
     "MarkerResult",
     "MixedNode",
     "MixedPrecision",
@@ -157,8 +159,10 @@ __all__ = [
     "ModelNotFoundError",
     "NameNotFoundError",
     "NoChangeError",
+    "NodeInfo",
     "NodeNotFoundError",
     "NonFinite",
+    "OpStats",
     "OpenCutError",
     "OpsetConversion",
     "OptLevel",
@@ -177,6 +181,7 @@ __all__ = [
     "Step",
     "Summary",
     "TensorDiff",
+    "TensorInfo",
     "TensorNotFoundError",
     "TensorSig",
     "TensorStats",
@@ -212,6 +217,7 @@ __all__ = [
     "initializer_to_input",
     "input_to_initializer",
     "insert_node",
+    "list_nodes",
     "load",
     "load_python_ops",
     "load_recipe",
@@ -255,6 +261,7 @@ __all__ = [
 
 #: Public names by the submodule that defines them; each is imported on first access.
 _EXPORTS_BY_MODULE: dict[str, tuple[str, ...]] = {
+    "_listing": ("Listing", "NodeInfo", "OpStats", "TensorInfo", "list_nodes"),
     "_chain": ("ChainResult", "FragmentRun", "OutputDiff", "run_chain"),
     "_reduce": ("Failure", "Reduction", "reduce", "save_repro"),
     "_convert": ("Clamped", "Float16Conversion", "KeptNode", "set_dtype", "to_float16", "to_float16_with_report"),

@@ -971,5 +971,5 @@ def _check_tensor_names(g: _Graph, names: Sequence[str]) -> None:
         suggestion = did_you_mean(name, g.tensor_names)
         raise TensorNotFoundError(
             f"no tensor named {name!r} in {g.model.name}",
-            hint=suggestion or "run 'python -m graphkit inspect' to list the names",
+            hint=suggestion or "'python -m graphkit inspect MODEL --tensors' lists the tensor names",
         )

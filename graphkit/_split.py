@@ -337,7 +337,8 @@ def _check_cut(model: Model, index: GraphIndex, name: str, seen: set[str]) -> No
     if name in set(index.inputs) or name in index.initializers:
         kind = "graph input" if name in set(index.inputs) else "initializer"
         raise UsageError(f"cannot cut at {name!r}: it is a {kind} of {model.name}, so no node computes it",
-                         hint="cut at a tensor a node computes (python -m graphkit inspect lists the names)")
+                         hint="cut at a tensor a node computes ('python -m graphkit inspect MODEL --tensors' lists them "
+                              "with their producers)")
     holder = index.body_owner(name)
     if holder is not None:
         owner = node_label(index.nodes[holder], holder)

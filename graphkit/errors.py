@@ -139,6 +139,11 @@ def did_you_mean(name: str, candidates: Iterable[str], *, n: int = 3) -> str | N
     return "did you mean " + " or ".join(repr(c) for c in close) + "?"
 
 
+#: Which ``inspect`` listing shows the names of each kind ("" for the plain summary).
+_INSPECT_FLAG = {"node": " --nodes", "node of op type": " --nodes", "graph input": "", "graph output": "",
+                 "graph input or output": "", "opset import": "", "operator": "", "initializer": " --tensors"}
+
+
 def not_found(
     kind: type[NameNotFoundError], what: str, name: str, candidates: Iterable[str], *, where: str | None = None
 ) -> NameNotFoundError:
@@ -157,7 +162,11 @@ def not_found(
     if suggestion:
         hint = suggestion
     elif pool:
-        hint = f"run 'python -m graphkit inspect' to list the names; e.g. {', '.join(repr(c) for c in pool[:3])}"
+        hint = f"e.g. {', '.join(repr(c) for c in pool[:3])}"
+        lister = _INSPECT_FLAG.get(what, " --tensors" if "tensor" in what else None)
+        if lister is not None:
+            path = where if where and where.endswith(".onnx") and "'" not in where else "MODEL"
+            hint = f"'python -m graphkit inspect {path}{lister}' lists the names; " + hint
     else:
         hint = f"the model has no {what} names at all"
     return kind(f"no {what} named {name!r}{location}", hint=hint)

@@ -96,6 +96,8 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
                                        "keep_node": ["mul"]}),
         "to_float16_with_report": (gk.to_float16_with_report, {"model": model, "keep_io_types": True,
                                                                "keep_op": (), "keep_node": ()}),
+        "list_nodes": (gk.list_nodes, {"model": model, "op": ["Mul"], "name": ["*"], "shapes": {"x": [2, 4]},
+                                       "dims": {"batch": 2}}),
         "toposort": (gk.toposort, {"model": model}),
         "infer_shapes": (gk.infer_shapes, {"model": model, "observe": True, "check": True}),
         "infer_shapes_with_report": (gk.infer_shapes_with_report, {"model": model, "observe": False, "check": False}),
