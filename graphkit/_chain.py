@@ -15,10 +15,12 @@ from typing import Any, Literal
 import numpy as np
 
 from graphkit import _check_args as argcheck
+from graphkit import _progress
 from graphkit._custom_ops import CustomOp
 from graphkit._model import Model
 from graphkit._options import FeedOptions, OptLevel, Provider, Tolerance
 from graphkit._ort import Settings
+from graphkit._progress import Progress
 from graphkit._run import (
     FeedNote,
     FeedSpec,
@@ -227,6 +229,7 @@ def run_chain(
     provider_options: Mapping[str, str] | None = None,
     custom_ops: Sequence[str | os.PathLike[str]] = (),
     python_ops: Sequence[CustomOp | str | os.PathLike[str]] = (),
+    progress: Progress | None = None,
 ) -> ChainResult:
     """Run fragments in order, each fed by the graph inputs and the earlier fragments' outputs.
 
@@ -248,6 +251,7 @@ def run_chain(
         custom_ops: Custom-operator libraries to register (``.so``/``.dll`` paths).
         python_ops: Python implementations of custom operators (``graphkit.custom_op`` functions or
             paths of files declaring them).
+        progress: Called with (fragments run, fragments) after each fragment.
 
     Raises:
         FeedError: A feed is unknown or of the wrong dtype/shape.
@@ -258,6 +262,7 @@ def run_chain(
     config = check_run_args(feeds, feed_options, provider=provider, opt_level=opt_level, threads=threads,
                             provider_options=provider_options, custom_ops=custom_ops, python_ops=python_ops)
     argcheck.instance(tolerance, "tolerance", Tolerance, "a graphkit.Tolerance")
+    _progress.check(progress)
     if not (reference is None or isinstance(reference, Model) or (isinstance(reference, str) and reference == "auto")):
         raise ArgumentTypeError(f"reference= must be a Model, 'auto' or None, not {argcheck.describe(reference)}",
                                 hint="pass the whole model, 'auto' (the split's source) or None")
@@ -274,6 +279,7 @@ def run_chain(
     runs = []
     for i, model in enumerate(models):
         runs.append(_run_fragment(i, model, env, last_use, config))
+        _progress.report(progress, i + 1, len(models))
     outputs = {n: env[n] for n in final_names if n in env}
     diffs: list[OutputDiff] = []
     whole_load = whole_run = None

@@ -33,13 +33,14 @@ import onnx
 
 from graphkit import _check_args as argcheck
 from graphkit import _io as io
-from graphkit import _write
+from graphkit import _progress, _write
 from graphkit._custom_ops import CustomOp
 from graphkit._files import check_regular, exists, is_dir, read_data
 from graphkit._graph import GraphIndex, node_label, paused_gc
 from graphkit._model import Model, iter_graphs, iter_tensors
 from graphkit._options import Balance
 from graphkit._ort import Settings
+from graphkit._progress import Progress
 from graphkit._submodel import submodel
 from graphkit._summary import TensorSig, dtype_name
 from graphkit._typing import Source, tensor_types, value_info_of
@@ -254,6 +255,7 @@ def split(
     check: bool = True,
     custom_ops: Sequence[str | os.PathLike[str]] = (),
     python_ops: Sequence[CustomOp | str | os.PathLike[str]] = (),
+    progress: Progress | None = None,
 ) -> Split:
     """Split a model into fragments that partition its nodes, in execution order.
 
@@ -266,6 +268,7 @@ def split(
         check: Validate every fragment (onnx.checker and structural checks).
         custom_ops: Custom-operator libraries a run needs when typing a boundary takes one.
         python_ops: Python implementations of custom operators, for that run.
+        progress: Called with (fragments built, fragments) after each fragment.
 
     Returns:
         A Split; its fragments read their weights from the source's folder until written.
@@ -282,6 +285,7 @@ def split(
     argcheck.optional(argcheck.integer, parts, "parts", minimum=1)
     argcheck.choice(balance, "balance", ("nodes", "weights"))
     argcheck.boolean(check, "check")
+    _progress.check(progress)
     if (at is None) == (parts is None):
         raise UsageError("give either cut tensors (at / --at) or a number of parts (parts / --parts)",
                          hint="e.g. --at /convs1/convs1.2/Conv_output_0, or --parts 3")
@@ -298,7 +302,7 @@ def split(
         groups = _groups_parts(model, index, order, parts, balance)
         method = {"parts": parts, "balance": balance}
     runtime = Settings.for_custom_ops(custom_ops, python_ops)
-    return _build(model, index, groups, method, check=check, runtime=runtime)
+    return _build(model, index, groups, method, check=check, runtime=runtime, progress=progress)
 
 
 def _groups_at(model: Model, index: GraphIndex, order: list[int], cuts: list[str]) -> list[list[int]]:
@@ -479,7 +483,7 @@ def _choose_bounds(weights: list[float], crossing: list[int], parts: int) -> lis
 
 
 def _build(model: Model, index: Source, groups: list[list[int]], method: dict[str, Any], *, check: bool,
-           runtime: Settings | None = None) -> Split:
+           runtime: Settings | None = None, progress: Progress | None = None) -> Split:
     where = {node: i for i, group in enumerate(groups) for node in group}
     outputs_set = set(index.outputs)
     plans = []
@@ -498,6 +502,7 @@ def _build(model: Model, index: Source, groups: list[list[int]], method: dict[st
             full = not stated.isdisjoint(ins) or not stated.isdisjoint(outs)
             check_or_raise(fragment_model, what=f"fragment {i} of {model.name}", full_check=full)
         fragments.append(_fragment(i, fragment_model, group, index, ins, outs, types, where))
+        _progress.report(progress, i + 1, len(groups))
     inputs = tuple(_port(types, n) for n in index.inputs if n not in index.initializers)
     graph_outputs = tuple(
         Port(n, *_sig(types, n), source=where.get(index.producer[n]) if n in index.producer else None)
@@ -625,6 +630,7 @@ def write_split(
     *,
     overwrite: bool = False,
     external: bool | None = None,
+    progress: Progress | None = None,
 ) -> Split:
     """Write the fragments (``part_00.onnx`` …) and ``manifest.json`` into ``outdir``, all or nothing.
 
@@ -637,6 +643,7 @@ def write_split(
         outdir: The folder to create (or, with ``overwrite``, replace).
         overwrite: Replace an existing non-empty folder.
         external: True/False to force external/inline weights; None to follow the source.
+        progress: Called with (fragments written, fragments) after each fragment.
 
     Returns:
         The split as written (fragments read from the folder, ``folder`` set).
@@ -649,6 +656,7 @@ def write_split(
     argcheck.path(outdir, "outdir")
     argcheck.boolean(overwrite, "overwrite")
     argcheck.optional(argcheck.boolean, external, "external")
+    _progress.check(progress)
     folder = Path(outdir)
     plan = io.WritePlan(overwrite=overwrite, cli=False)
     plan.read(result.source_path, "the source model", model=True)
@@ -661,7 +669,7 @@ def write_split(
     tmp = folder.parent / _write.temp_name(folder.name, _write.name_limit(folder.parent))
     try:
         tmp.mkdir()
-        written = _write_into(result, tmp, folder, external)
+        written = _write_into(result, tmp, folder, external, progress)
         _write.replace_folder(tmp, folder)
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -680,7 +688,8 @@ def _check_outdir(folder: Path, overwrite: bool) -> None:
                          hint="choose a new folder, or pass --overwrite to replace it")
 
 
-def _write_into(result: Split, tmp: Path, final: Path, external: bool | None) -> Split:
+def _write_into(result: Split, tmp: Path, final: Path, external: bool | None,
+                progress: Progress | None = None) -> Split:
     width = max(2, len(str(len(result) - 1)))
     fragments = []
     for f in result:
@@ -690,6 +699,7 @@ def _write_into(result: Split, tmp: Path, final: Path, external: bool | None) ->
         fragments.append(Fragment(f.index, saved, f.nodes, f.weight_bytes, f.inputs, f.outputs, f.first_node,
                                   f.last_node, file, data.name if data.exists() else None, _sha256(tmp / file),
                                   (tmp / file).stat().st_size))
+        _progress.report(progress, len(fragments), len(result))
     written = Split(tuple(fragments), result.inputs, result.outputs, result.cuts, result.method, result.source,
                     result.source_path, result.source_sha256, final.resolve(), result.source_size)
     (tmp / MANIFEST).write_text(json.dumps(written.to_dict(), indent=2) + "\n")

@@ -114,3 +114,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         _render.error("internal error (a bug in graphkit):\n" + traceback.format_exc(), hint="please report it")
         return EXIT_BUG
+    finally:
+        _render.progress_done()

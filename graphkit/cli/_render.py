@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["error", "human_bytes", "json_out", "progress", "progress_done", "table", "text", "warn"]
+from graphkit._progress import Progress
+
+__all__ = ["add_progress_option", "error", "human_bytes", "json_out", "progress", "progress_done", "table", "text",
+           "warn"]
 
 
 def text(message: str = "", *, end: str = "\n") -> None:
@@ -56,16 +60,52 @@ def table(rows: Sequence[Sequence[Any]], header: Sequence[str] | None = None, *,
             text(pad + "  ".join("-" * w for w in widths))
 
 
-def progress(done: int, total: int) -> None:
-    """Show ``done/total`` nodes on standard error, rewriting one line."""
-    sys.stderr.write(f"\rgraphkit: {done}/{total} nodes ({100 * done // max(total, 1)}%)")
-    sys.stderr.flush()
+_bars: list[Any] = []
+
+
+def progress(label: str, *, enabled: bool | None = None, unit: str = "nodes") -> Progress | None:
+    """Open a progress bar on standard error and return it as a long call's ``progress=`` callback.
+
+    ``progress_done()`` closes it (the CLI's ``main`` also does, whatever happened).
+
+    Args:
+        label: What is going on ("compare", "run-chain").
+        enabled: True or False from ``--progress/--no-progress``; None: only when standard error is
+            a terminal (so logs and pipes stay clean).
+        unit: What ``done`` and ``total`` count.
+
+    Returns:
+        The callback ``(done, total)``, or None when no bar is shown.
+    """
+    if not (sys.stderr.isatty() if enabled is None else enabled):
+        return None
+    from tqdm import tqdm  # (only a shown bar needs it)
+
+    bar = tqdm(desc=f"graphkit {label}", unit=f" {unit}", file=sys.stderr, leave=False, dynamic_ncols=True,
+               mininterval=0.2)
+    _bars.append(bar)
+
+    def step(done: int, total: int) -> None:
+        if bar.total != total:
+            bar.total = total
+            bar.refresh()
+        bar.update(done - bar.n)
+        if done >= total:  # (the last step is always drawn, whatever the refresh interval)
+            bar.refresh()
+
+    return step
 
 
 def progress_done() -> None:
-    """End a progress line."""
-    sys.stderr.write("\n")
-    sys.stderr.flush()
+    """Close the open progress bars (their line is erased)."""
+    while _bars:
+        _bars.pop().close()
+
+
+def add_progress_option(parser: argparse.ArgumentParser) -> None:
+    """--progress/--no-progress (default: a bar only when standard error is a terminal)."""
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="show a progress bar on standard error (default: when it is a terminal)")
 
 
 def human_bytes(n: int) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,8 +79,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--local-checks", type=whole(hi=2**31 - 1), default=64,
                    help="re-run at most this many failing nodes on reference inputs (local vs inherited)")
     p.add_argument("--all", dest="show_all", action="store_true", help="list every tensor, however many")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="show progress on standard error (default: when it is a terminal)")
+    _render.add_progress_option(p)
     p.add_argument("--check-finite", action="store_true",
                    help="also find the first candidate node producing NaN or Inf from finite inputs (exit 1 if any)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -133,20 +131,18 @@ def run(args: argparse.Namespace) -> int:
                              hint="compare two models, or one model on two backends, with --save-repro")
         plan.write_folder(args.save_repro, "the repro folder")
     plan.check()
-    show_progress = sys.stderr.isatty() if args.progress is None else args.progress
     result = compare(
         model, other, reference=args.reference, backend=args.backend, candidate_backend=args.candidate_backend,
         feeds=parsed.feeds, feed_options=parsed.options(), tolerance=Tolerance(atol, rtol), tolerances=per_tensor,
         mapping=load_mapping(args.mapping) if args.mapping else None, tensors=args.tensors,
         constants=args.constants, marker_spec=(args.marker_domain, args.marker_op, args.marker_attr),
         fragment_bytes=int(args.fragment_mb * 2**20), local_checks=args.local_checks,
-        progress=_render.progress if show_progress else None, provider=args.provider,
+        progress=_render.progress("compare", enabled=args.progress), provider=args.provider,
         reference_provider=args.reference_provider, candidate_provider=args.candidate_provider,
         provider_options=provider_options(args.provider_options), check_finite=args.check_finite,
         **runtime_kwargs(args),
     )
-    if show_progress:
-        _render.progress_done()
+    _render.progress_done()
     data = result.to_dict()
     if args.save_report:
         with plan.output(args.save_report) as tmp:

@@ -40,6 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--save", metavar="OUT.npz", help="save the chain's outputs to an .npz")
     p.add_argument("--overwrite", action="store_true", help=argparse.SUPPRESS)  # (--save never replaces an input)
     p.add_argument("--json", action="store_true", help="print JSON")
+    _render.add_progress_option(p)
     p.set_defaults(func=run)
 
 
@@ -62,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
         chain, parsed.feeds, reference=reference, feed_options=parsed.options(),
         tolerance=tolerance(args.atol, args.rtol), provider=args.provider, opt_level=args.opt_level,
         threads=args.threads, provider_options=provider_options(args.provider_options), **runtime_kwargs(args),
+        progress=_render.progress("run-chain", enabled=args.progress, unit="fragments"),
     )
+    _render.progress_done()
     if args.save:
         save_arrays(args.save, result.outputs, plan=plan)
     if args.json:

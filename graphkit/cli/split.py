@@ -25,6 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="with --parts: balance node counts (default) or weight bytes")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
     add_custom_op_options(p)
+    _render.add_progress_option(p)
     _common.add_output_options(p)
     p.set_defaults(func=run)
 
@@ -35,8 +36,11 @@ def run(args: argparse.Namespace) -> int:
     plan.write_folder(args.outdir, "the fragments folder")
     plan.check()
     result = split(model, at=args.at, parts=args.parts, balance=args.balance, check=args.check,
-                   **runtime_kwargs(args))
-    written = write_split(result, args.outdir, overwrite=args.overwrite, external=args.external)
+                   progress=_render.progress("split", enabled=args.progress, unit="fragments"), **runtime_kwargs(args))
+    _render.progress_done()
+    written = write_split(result, args.outdir, overwrite=args.overwrite, external=args.external,
+                          progress=_render.progress("write", enabled=args.progress, unit="fragments"))
+    _render.progress_done()
     if args.json:
         _render.json_out(written.to_dict())
         return 0

@@ -1,0 +1,59 @@
+"""Progress: the callbacks long calls make, and the CLI's bar (tqdm on a terminal, silent otherwise)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from conftest import fixture
+
+import graphkit as gk
+from graphkit import _progress
+from graphkit.cli import _render, main
+
+
+def test_check_refuses_what_cannot_be_called() -> None:
+    with pytest.raises(gk.ArgumentTypeError) as err:
+        _progress.check(5)
+    assert "progress=" in err.value.message and "lambda done, total" in err.value.hint
+    assert _progress.check(None) is None
+
+
+def test_split_write_split_and_run_chain_report_each_fragment(tmp_path: Path) -> None:
+    model = gk.load(fixture("whole_model.onnx"))
+    built: list[tuple[int, int]] = []
+    written: list[tuple[int, int]] = []
+    ran: list[tuple[int, int]] = []
+    parts = gk.split(model, parts=3, progress=lambda d, t: built.append((d, t)))
+    folder = gk.write_split(parts, tmp_path / "parts", progress=lambda d, t: written.append((d, t)))
+    gk.run_chain(folder, progress=lambda d, t: ran.append((d, t)))
+    assert built == written == ran == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_the_bar_is_off_when_stderr_is_not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    assert _render.progress("compare") is None
+    assert _render.progress("compare", enabled=False) is None
+
+
+def test_a_forced_bar_counts_and_is_erased_when_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    err = io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    step = _render.progress("split", enabled=True, unit="fragments")
+    assert step is not None
+    step(1, 3)
+    step(3, 3)
+    _render.progress_done()
+    text = err.getvalue()
+    assert "graphkit split" in text and "3/3" in text and "fragments" in text
+
+
+@pytest.mark.parametrize(("flag", "shown"), [("--progress", True), ("--no-progress", False), (None, False)])
+def test_split_and_run_chain_flags(flag: str | None, shown: bool, tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    extra = [flag] if flag else []
+    assert main(["split", str(fixture("whole_model.onnx")), str(tmp_path / "p"), "--parts", "2", *extra]) == 0
+    assert ("graphkit split" in capsys.readouterr().err) is shown
+    assert main(["run-chain", str(tmp_path / "p"), *extra]) == 0
+    assert ("graphkit run-chain" in capsys.readouterr().err) is shown
