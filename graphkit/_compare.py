@@ -122,6 +122,8 @@ class TensorDiff:
             None when not checked.
         local_max_abs: The max abs error of the node re-run on the reference side's inputs.
         reason: Why it failed when not by tolerance (shape mismatch, NaN/Inf mismatch).
+        sample: For a failed tensor, up to ``SAMPLE_SIZE`` (candidate, reference) value pairs taken
+            evenly, the worst element among them (the HTML report's histograms and scatter).
     """
 
     name: str
@@ -147,6 +149,7 @@ class TensorDiff:
     origin: str | None = None
     local_max_abs: float | None = None
     reason: str | None = None
+    sample: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -322,6 +325,18 @@ class Comparison:
                 return t
         names = [t.label for t in self.tensors]
         raise not_found(TensorNotFoundError, "compared tensor", name, names)
+
+    def to_html(self, model: Model | None = None) -> str:
+        """A self-contained HTML report (no request leaves the page): the verdict and first divergence,
+        the error along execution order, every tensor in a sortable table, value histograms and
+        scatters of the failures and, with the candidate ``model``, the divergent node's neighbourhood.
+
+        Raises:
+            UsageError: plotly (the ``report`` extra) is not installed.
+        """
+        from graphkit._report import comparison_html  # (plotly is needed by reports only)
+
+        return comparison_html(self, model=model)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: ``passed``, ``tensors``, ``first_divergence`` and the counts."""
@@ -1430,7 +1445,29 @@ def _make_diff(cand: _Graph, pair: _Pair, value: np.ndarray, expected: np.ndarra
                   f"reference {figures['nan'][1]} NaN, {figures['inf'][1]} Inf")
     elif figures["nan"][0] or figures["inf"][0]:
         reason = None
-    return TensorDiff(**base, **figures, reason=reason if not figures["passed"] else None)
+    sample = None if figures["passed"] else value_sample(value, expected)
+    return TensorDiff(**base, **figures, reason=reason if not figures["passed"] else None, sample=sample)
+
+
+#: How many value pairs a failed tensor keeps for the report (2 × 16 KiB as float64).
+SAMPLE_SIZE = 2048
+
+
+def value_sample(candidate: np.ndarray, reference: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Up to ``SAMPLE_SIZE`` (candidate, reference) pairs of equal-shape numeric arrays, evenly
+    strided, with the element of largest absolute error among them; None for other dtypes."""
+    c, r = _flat(candidate), _flat(reference)
+    if c.dtype.kind not in "biuf" or r.dtype.kind not in "biuf" or not c.size:
+        return None
+    picks = np.unique(np.linspace(0, c.size - 1, min(c.size, SAMPLE_SIZE)).astype(np.int64))
+    if c.size <= _CHUNK:  # (the worst element of a larger tensor is not worth another pass)
+        with np.errstate(invalid="ignore", over="ignore"):
+            error = np.abs(c.astype(np.float64) - r.astype(np.float64))
+        if not np.isnan(error).all():
+            worst = int(np.nanargmax(error))
+            if worst not in picks:
+                picks[-1] = worst
+    return c[picks].astype(np.float64), r[picks].astype(np.float64)
 
 
 # ------------------------------------------------------------------------------- first non-finite

@@ -27,6 +27,7 @@ from graphkit._compare import (
 from graphkit._numbers import parse_float
 from graphkit._options import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance
 from graphkit._reduce import reduce, save_repro
+from graphkit._report import plotly_modules, view_command
 from graphkit._run import input_specs
 from graphkit.cli import _common, _render
 from graphkit.cli._args import number, whole
@@ -88,6 +89,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="write the smallest subgraph around the first divergence that still diverges, with the "
                         "reference side's inputs and outputs and the command that reproduces it, into DIR")
     p.add_argument("--overwrite", action="store_true", help="let --save-repro replace a folder that is not empty")
+    p.add_argument("--html", metavar="REPORT.html",
+                   help="also write a self-contained HTML report (plots, sortable table; needs graphkit[report])")
     p.set_defaults(func=run)
 
 
@@ -130,6 +133,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--save-repro needs a reference side to run, not --reference values",
                              hint="compare two models, or one model on two backends, with --save-repro")
         plan.write_folder(args.save_repro, "the repro folder")
+    if args.html:
+        plotly_modules()  # (a missing extra is an error before the comparison runs, not after)
+        plan.write(args.html, "the HTML report")
     plan.check()
     result = compare(
         model, other, reference=args.reference, backend=args.backend, candidate_backend=args.candidate_backend,
@@ -144,6 +150,10 @@ def run(args: argparse.Namespace) -> int:
     )
     _render.progress_done()
     data = result.to_dict()
+    candidate = other if other is not None else model
+    if args.html:
+        with plan.output(args.html) as tmp:
+            tmp.write_text(result.to_html(candidate), encoding="utf-8")
     if args.save_report:
         with plan.output(args.save_report) as tmp:
             tmp.write_text(json.dumps(data, indent=2) + "\n")
@@ -151,6 +161,11 @@ def run(args: argparse.Namespace) -> int:
         _render.json_out(data)
     else:
         _print(result, show_all=args.show_all, seed=args.seed)
+        command = view_command(result, args.other or args.model)
+        if command:
+            _render.text(f"  see it in Netron: {command}")
+        if args.html:
+            _render.text(f"report: {args.html}")
     if args.check_finite and not args.json:
         render_finite(result.first_nonfinite, (), len(result.tensors))
     if args.save_repro:
