@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -122,12 +121,10 @@ def _run_mixed(args: argparse.Namespace) -> int:
     plan = _common.plan(args, model, output=args.output, reads=[(path, "a feed file") for path in parsed.files])
     plan.write(recipe, "the recipe")
     plan.check()
-    show = sys.stderr.isatty() if args.progress is None else args.progress
     result = auto_mixed_precision(model, tolerance=tol, feeds=parsed.feeds, feed_options=parsed.options(),
-                                  keep_io_types=args.keep_io_types, keep_op=args.keep_op,
-                                  keep_node=args.keep_node, progress=_progress if show else None)
-    if show:
-        _render.progress_done()
+                                  keep_io_types=args.keep_io_types, keep_op=args.keep_op, keep_node=args.keep_node,
+                                  progress=_render.progress("convert", enabled=args.progress, unit="runs"))
+    _render.progress_done()
     step = Step("to_float16", {"keep_io_types": args.keep_io_types, "keep_op": list(args.keep_op),
                                "keep_node": [*args.keep_node, *result.keep_node()]})
     with plan.output(recipe, "the recipe") as tmp:
@@ -138,11 +135,6 @@ def _run_mixed(args: argparse.Namespace) -> int:
         return 0 if result.passed else 1
     _show_mixed(result, args.output, recipe)
     return 0 if result.passed else 1
-
-
-def _progress(done: int, total: int) -> None:
-    sys.stderr.write(f"\rgraphkit: {done} model run(s)")
-    sys.stderr.flush()
 
 
 def _show_mixed(result: MixedPrecision, output: str, recipe: str) -> None:
