@@ -67,13 +67,20 @@ def _reference(model: Model, feeds: Mapping[str, Any], outputs: Sequence[str], w
     proto = functions_in_call_order(proto)
     missing = missing_kernels(proto, config.python_ops)
     if not missing:
-        return _evaluate(proto, feeds, outputs, what, config.python_ops)
+        try:
+            return _evaluate(proto, feeds, outputs, what, config.python_ops)
+        except _EvaluatorFailure:
+            return _mixed(model.derive(proto), feeds, outputs, set(), what, config, notes, per_node=True)
     for node in (proto.graph.node[i] for i in sorted(missing)):
         note = (f"onnx's ReferenceEvaluator has no kernel for {_op_label(node)} (node {node.name or node.op_type!r}): "
                 "such nodes ran on ONNX Runtime (no optimizations)")
         if not any(n.startswith(f"onnx's ReferenceEvaluator has no kernel for {_op_label(node)} ") for n in notes):
             notes.append(note)
-    return _mixed(model.derive(proto), feeds, outputs, set(missing), what, config)
+    return _mixed(model.derive(proto), feeds, outputs, set(missing), what, config, notes)
+
+
+class _EvaluatorFailure(RuntimeFailure):
+    """onnx's ReferenceEvaluator raised (not a Python operator of the user's)."""
 
 
 def _op_label(node: onnx.NodeProto) -> str:
@@ -91,7 +98,7 @@ def _evaluate(proto: onnx.ModelProto, feeds: Mapping[str, Any], outputs: Sequenc
         raise RuntimeFailure(f"{what}: {err.message}", hint=err.hint) from err
     except Exception as err:  # the evaluator raises whatever its kernels raise
         text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise RuntimeFailure(
+        raise _EvaluatorFailure(
             f"{what}: onnx's ReferenceEvaluator failed: {text}",
             hint="compare with --backend ort-noopt to leave the evaluator out",
         ) from err
@@ -99,15 +106,18 @@ def _evaluate(proto: onnx.ModelProto, feeds: Mapping[str, Any], outputs: Sequenc
 
 
 def _mixed(model: Model, feeds: Mapping[str, Any], outputs: Sequence[str], missing: set[int], what: str,
-           config: Settings) -> dict[str, Any]:
-    """Run consecutive nodes the evaluator can run on it, and every other node on ONNX Runtime."""
+           config: Settings, notes: list[str], *, per_node: bool = False) -> dict[str, Any]:
+    """Run consecutive nodes the evaluator can run on it, and every other node on ONNX Runtime.
+
+    ``per_node``: every node on its own, so that a node the evaluator fails on (after it failed on
+    the whole piece) is found, noted and run on ONNX Runtime instead."""
     proto = model.lazy_proto
     index = GraphIndex(proto.graph)
     order = index.topological_order()
     groups: list[tuple[bool, list[int]]] = []
     for i in order:
         fallback = i in missing
-        if groups and groups[-1][0] == fallback and not fallback:
+        if groups and groups[-1][0] == fallback and not fallback and not per_node:
             groups[-1][1].append(i)
         else:
             groups.append((fallback, [i]))
@@ -128,9 +138,31 @@ def _mixed(model: Model, feeds: Mapping[str, Any], outputs: Sequence[str], missi
         if fallback:
             values = execute(piece, inputs, wanted, "ort-noopt", what, config)
         else:
-            values = _evaluate(piece.lazy_proto, inputs, wanted, what, config.python_ops)
+            try:
+                values = _evaluate(piece.lazy_proto, inputs, wanted, what, config.python_ops)
+            except _EvaluatorFailure as err:
+                if len(nodes) > 1:
+                    values = _mixed(piece, inputs, wanted, set(), what, config, notes, per_node=True)
+                else:
+                    values = _node_on_ort(proto.graph.node[nodes[0]], err, piece, inputs, wanted, what, config, notes)
         env.update(values)
     return {n: env[n] for n in outputs}
+
+
+def _node_on_ort(node: onnx.NodeProto, failure: RuntimeFailure, piece: Model, inputs: Mapping[str, Any],
+                 wanted: Sequence[str], what: str, config: Settings, notes: list[str]) -> dict[str, Any]:
+    """Run one node the evaluator failed on with ONNX Runtime instead, and note it; when ONNX Runtime
+    fails too, raise naming the node and both errors."""
+    label = f"node {node.name or node.op_type!r} ({_op_label(node)})"
+    reason = failure.message.split("ReferenceEvaluator failed: ", 1)[-1]
+    try:
+        values = execute(piece, inputs, wanted, "ort-noopt", what, config)
+    except RuntimeFailure as err:
+        raise RuntimeFailure(f"{what}: {label} fails on onnx's ReferenceEvaluator ({reason}) and on ONNX Runtime "
+                             f"({err.message.split(': ', 1)[-1]})",
+                             hint="check the node's inputs (shapes, values); the model may be invalid here") from err
+    notes.append(f"onnx's ReferenceEvaluator failed on {label}: {reason}; it ran on ONNX Runtime (no optimizations)")
+    return values
 
 
 def _piece(model: Model, index: GraphIndex, nodes: Sequence[int], inputs: Mapping[str, Any],

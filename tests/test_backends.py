@@ -78,4 +78,37 @@ def test_a_reference_failure_names_what_was_running() -> None:
     with pytest.raises(gk.RuntimeFailure) as err:
         _backends.execute(model, {"x": np.ones(6, np.float32), "shape": np.array([4, 4])}, ["y"], "reference",
                           "running the piece")
-    assert err.value.message.startswith("running the piece: onnx's ReferenceEvaluator failed") and err.value.hint
+    message = err.value.message
+    assert message.startswith("running the piece: node '/reshape' (ai.onnx::Reshape) fails on onnx's ReferenceEvaluator")
+    assert "and on ONNX Runtime" in message and err.value.hint
+
+
+def test_a_node_the_evaluator_fails_on_runs_on_onnx_runtime_and_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from onnx.reference.op_run import OpRun
+
+    from graphkit import _reference_ops
+
+    class Neg(OpRun):
+        op_domain = ""
+
+        def _run(self, x: np.ndarray) -> tuple[np.ndarray]:
+            raise ValueError("this kernel is broken")
+
+    monkeypatch.setattr(_reference_ops, "OVERRIDES", [*_reference_ops.OVERRIDES, Neg])
+    model = _with_contrib_gelu()
+    notes: list[str] = []
+    x = np.linspace(-2, 2, 20, dtype=np.float32).reshape(4, 5)
+    y = _backends.execute(model, {"x": x}, ["y"], "reference", "test", Settings(), notes)["y"]
+    want = gk.run(model, {"x": x}, opt_level="disable")["y"]
+    np.testing.assert_allclose(y, want, rtol=1e-6)
+    (failed,) = [n for n in notes if "failed on node" in n]
+    assert "'/neg'" in failed and "ai.onnx::Neg" in failed and "this kernel is broken" in failed
+    plain = gk.parse_model("""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[3] x) => (float[3] y) {
+            a = Abs(x)
+            y = Neg(a)
+        }
+    """)
+    result = gk.compare(plain, backend="reference")
+    assert result.passed and any("failed on node" in n and "Neg" in n for n in result.notes)

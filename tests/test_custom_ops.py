@@ -44,6 +44,9 @@ def test_my_add_runs_in_onnx_runtime_as_the_plain_model_computes_it() -> None:
     np.testing.assert_array_equal(got, want)
     np.testing.assert_allclose(got, 2 * feeds["a"] + feeds["b"], rtol=1e-6)
     assert model.proto.SerializeToString() == before  # the domain is handled in an in-memory copy
+    both = gk.compare(model, backend="reference", candidate_backend="ort-noopt", python_ops=[OPS],
+                      feed_options=gk.FeedOptions(seed=4))
+    assert both.passed and both.tensor("output").max_abs == 0.0  # the same function on both backends
 
 
 def test_dcn_runs_the_same_in_onnx_runtime_and_the_reference_backend() -> None:
