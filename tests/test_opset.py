@@ -120,3 +120,14 @@ def test_cli_convert_opset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     gk.save(bad, tmp_path / "bad.onnx")
     assert main(["convert", str(tmp_path / "bad.onnx"), str(tmp_path / "no.onnx"), "--opset", "11"]) == 2
     assert not (tmp_path / "no.onnx").exists() and "ReduceSum" in capsys.readouterr().err
+
+
+def test_set_opset_refuses_a_relabel_the_nodes_do_not_fit_and_points_at_convert() -> None:
+    text, low, high = CASES["add_broadcast"]
+    with pytest.raises(gk.EditError) as err:
+        gk.set_opset(_model(text, low), "", high)
+    assert "(Add)" in str(err.value) and "broadcast" in str(err.value)
+    assert "convert IN OUT --opset 7" in err.value.hint
+    converted = gk.convert_opset(_model(text, low), high)  # what the hint offers
+    x, b = np.ones((2, 3), np.float32), np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(gk.run(converted, {"x": x, "b": b})["y"], x + b)

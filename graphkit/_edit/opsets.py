@@ -91,6 +91,22 @@ def _check_op_fits(proto: onnx.ModelProto, node: onnx.NodeProto, op_type: str, d
                             hint="remove them first (remove_attribute / --remove-attr)")
 
 
+def _check_relabelled(proto: onnx.ModelProto, domain: str, version: int) -> None:
+    """Refuse a relabelled import under which a node no longer fits its operator (an opset-6 Add with
+    ``broadcast`` under opset 7): the node needs converting, not relabelling."""
+    if domain not in STANDARD_DOMAINS:
+        return
+    for node in _every_node(proto):
+        if _norm_domain(node.domain) != domain:
+            continue
+        try:
+            _check_op_fits(proto, node, node.op_type, domain, keep_attributes=True)
+        except (EditError, NameNotFoundError) as err:
+            raise EditError(f"set_opset only relabels the import, and under opset {version} {err.message}",
+                            hint=f"convert the model instead: python -m graphkit convert IN OUT --opset {version} "
+                                 f"(gk.convert_opset(model, {version}))") from err
+
+
 @_noop_returns_input
 def replace_op(model: Model, /, old_op: str, new_op_type: str = "Identity", *, new_domain: str = "",
                keep_attributes: bool = False, check: bool = True) -> Model:
@@ -176,4 +192,5 @@ def set_opset(model: Model, /, domain: str, version: int | None, *, check: bool 
             proto.opset_import.append(helper.make_opsetid(dom, int(version)))
         else:
             entry.version = int(version)
+            _check_relabelled(proto, dom, int(version))
     return _finish(model, proto, check=check, what=f"set_opset {domain or 'ai.onnx'}={version}", retype=True)
