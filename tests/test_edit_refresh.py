@@ -134,3 +134,15 @@ def test_cli_edit_that_cannot_be_typed_exits_2(tmp_path: Path, capsys: pytest.Ca
     assert main(["edit", str(WHOLE), str(out), "--bypass", "/convs3/convs3.0/Conv"]) == 2
     err = capsys.readouterr().err
     assert "node '/Add' (Add)" in err and "hint:" in err and not out.exists()
+
+
+def test_a_model_that_could_not_be_typed_before_can_still_be_edited() -> None:
+    broken = gk.Model(onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2, 3] x, float[4] b) => (float[2, 3] z) {
+  r = Relu(x)
+  bad = Add(r, b)
+  z = Abs(bad)
+}"""))
+    edited = gk.set_op_type(broken, "#0", "Neg", check=False)  # (the contradiction is the model's own)
+    assert [n.op_type for n in edited.lazy_proto.graph.node] == ["Neg", "Add", "Abs"]

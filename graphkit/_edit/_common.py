@@ -211,11 +211,24 @@ def _finish(before: Model, proto: onnx.ModelProto, *, check: bool, what: str, ba
         try:
             result, _ = refresh_types(result, keep=keep, label=f"the model after {what}", forget=forget)
         except InvalidModelError as err:
-            raise EditError(err.message, hint="undo this edit, or make the nodes it feeds agree with it "
-                                              "(--set-attribute, --fixed, --remove-node)") from err
+            if not _typable(before):  # the edit did not cause it: its types stay as the edit left them
+                log.info("%s: %s cannot be typed before the edit either; declared types left as they are",
+                         what, before.name)
+            else:
+                raise EditError(err.message, hint="undo this edit, or make the nodes it feeds agree with it "
+                                                  "(--set-attribute, --fixed, --remove-node)") from err
     if check:
         check_or_raise(result, what=f"the model after {what}")
     return result
+
+
+def _typable(model: Model) -> bool:
+    """Whether strict shape inference types the model without finding a contradiction."""
+    try:
+        refresh_types(model)
+    except InvalidModelError:
+        return False
+    return True
 
 
 def _rename_scope(graph: onnx.GraphProto, mapping: Mapping[str, str], *, defs: bool = True,
