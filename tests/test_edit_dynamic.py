@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import fixture
+from conftest import LIGHT, fixture
 
 import graphkit as gk
 from graphkit._ort import run_session, session
@@ -223,3 +223,14 @@ def test_cli_fixed_dim_and_dynamic_dim(tmp_path: Path, capsys: pytest.CaptureFix
     assert _dims(gk.load(tmp_path / "back.onnx"), "in") == [1, 3, 10, 10]
     assert main(["edit", str(out), str(tmp_path / "x.onnx"), "--dynamic-dim", "1=2"]) == 2
     assert "--dynamic-dim 1=batch" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", sorted(LIGHT.glob("*.onnx")), ids=lambda p: p.stem)
+def test_every_light_model_made_batch_dynamic_runs_at_batch_2(path: Path) -> None:
+    static = gk.load(path)
+    inits = {t.name for t in static.lazy_proto.graph.initializer}
+    x = next(v for v in static.lazy_proto.graph.input if v.name not in inits)
+    dynamic = gk.set_dims(static, x.name, {0: "batch"})
+    sample = tuple(d.dim_value for d in x.type.tensor_type.shape.dim[1:])
+    _per_sample_equal(static, dynamic, x.name, sample, batches=(2,))

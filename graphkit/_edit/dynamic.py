@@ -71,7 +71,7 @@ def _rewrite_round(proto: onnx.ModelProto, types: list[dict[str, onnx.TypeProto]
                    changes: Mapping[str, int]) -> list[str]:
     notes: list[str] = []
     for (graph, where), typed in zip(iter_graphs(proto.graph), types):
-        constants = _Constants(graph)
+        constants = _Constants(graph, proto.ir_version)
         for index, node in enumerate(list(graph.node)):
             rule = _RULES.get(node.op_type)
             if rule is not None:
@@ -96,9 +96,10 @@ class _Constants:
     """The constant values of one graph (initializers that are not inputs, Constant nodes' values)
     and how many nodes read each, so a shared constant is copied before it is changed."""
 
-    def __init__(self, graph: onnx.GraphProto) -> None:
+    def __init__(self, graph: onnx.GraphProto, ir_version: int) -> None:
         self.graph = graph
-        inputs = {v.name for v in graph.input}
+        # before IR 4 every initializer is listed as an input too, and is a constant all the same
+        inputs = {v.name for v in graph.input} if ir_version >= 4 else set()
         self.initializers = {t.name: t for t in graph.initializer if t.name not in inputs}
         self.nodes = {n.output[0]: n for n in graph.node if n.op_type == "Constant" and n.output}
         self.readers: dict[str, int] = {}
@@ -253,7 +254,7 @@ def _refuse_meetings(proto: onnx.ModelProto, types: list[dict[str, onnx.TypeProt
             if clash is None:
                 continue
             fixed, other, name = clash
-            source = _hardcoding_constant(graph, fixed, changes[name])
+            source = _hardcoding_constant(graph, fixed, changes[name], proto.ir_version)
             if not source:
                 continue  # a size another graph input fixes: making that dynamic too is the user's next step
             origin = f"; the size comes from {source}"
@@ -299,11 +300,11 @@ def _aligned(dims: Sequence[onnx.TensorShapeProto.Dimension], axis: int, rank: i
     return dims[at] if 0 <= at < len(dims) else None
 
 
-def _hardcoding_constant(graph: onnx.GraphProto, tensor: str, size: int) -> str:
+def _hardcoding_constant(graph: onnx.GraphProto, tensor: str, size: int, ir_version: int) -> str:
     """The nearest node upstream of ``tensor`` that reads a constant holding ``size`` (its label and
     the constant), or ""."""
     producers = {o: n for n in graph.node for o in n.output if o}
-    constants = _Constants(graph)
+    constants = _Constants(graph, ir_version)
     seen, frontier = set(), [tensor]
     while frontier:
         name = frontier.pop(0)
