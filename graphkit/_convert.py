@@ -39,7 +39,7 @@ from graphkit._edit._common import _noop_returns_input
 from graphkit._graph import subgraphs, toposort_proto
 from graphkit._io import read_external_bytes, tensor_value
 from graphkit._model import Model, is_borrowed, is_external, iter_tensors, unborrow
-from graphkit._typing import Source, weightless
+from graphkit._typing import Source, infer_proto, weightless
 from graphkit.errors import (
     EditError,
     NoChangeError,
@@ -227,7 +227,7 @@ def element_types(model: Model) -> dict[str, int]:
     """
     proto = weightless(Source(model))
     with contextlib.suppress(Exception):  # (inference fails on some valid models: keep what is declared)
-        proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False)
+        proto = infer_proto(proto, data_prop=False)
     types: dict[str, int] = {}
     for graph in _graphs(proto.graph):
         for info in (*graph.input, *graph.output, *graph.value_info):

@@ -37,6 +37,7 @@ from graphkit._typing import (
     DimNamer,
     Source,
     has_dtype,
+    infer_proto,
     is_anonymous,
     symbolic_types,
     tensor_types,
@@ -234,7 +235,7 @@ def _onnx_inference(model: Model, extra: Sequence[onnx.ValueInfoProto] = (), lab
     """Strict ONNX shape inference with data propagation on the relaxed copy; a failure names its node."""
     proto = _relaxed_copy(model, extra)
     try:
-        return onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True, data_prop=True)
+        return infer_proto(proto, strict=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as err:
         raise _contradiction(label or model.name, proto, err) from err
 
@@ -294,7 +295,7 @@ def _prefix_passes(proto: onnx.ModelProto, count: int) -> bool:
     del prefix.graph.node[count:]
     del prefix.graph.output[:]
     try:
-        onnx.shape_inference.infer_shapes(prefix, check_type=True, strict_mode=True, data_prop=True)
+        infer_proto(prefix, strict=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError):
         return False
     return True
@@ -307,7 +308,7 @@ def _types_before(proto: onnx.ModelProto, index: int) -> dict[str, onnx.TypeProt
     del prefix.graph.node[index:]
     del prefix.graph.output[:]
     try:
-        typed = onnx.shape_inference.infer_shapes(prefix, data_prop=True)
+        typed = infer_proto(prefix)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError):
         typed = prefix
     found = {v.name: v.type for v in [*typed.graph.input, *typed.graph.value_info]}

@@ -53,7 +53,7 @@ from graphkit._graph import GraphIndex, node_label, subgraphs
 from graphkit._infer import _contradiction
 from graphkit._io import tensor_nbytes, tensor_value
 from graphkit._model import Model, iter_graphs
-from graphkit._typing import Source, tensor_types, weightless
+from graphkit._typing import Source, infer_proto, tensor_types, weightless
 from graphkit._validate import check_or_raise
 from graphkit.errors import GraphkitError, NoChangeError, UsageError
 
@@ -276,7 +276,7 @@ def _check_consistent(model: Model) -> None:
     """
     probe = weightless(Source(model))
     try:
-        onnx.shape_inference.infer_shapes(probe, check_type=True, strict_mode=True, data_prop=False)
+        infer_proto(probe, strict=True, data_prop=False)
     except onnx.shape_inference.InferenceError as err:
         raise _contradiction(model.name, probe, err) from err
 

@@ -322,9 +322,23 @@ def _fully_shaped(tp: onnx.TypeProto) -> bool:
     )
 
 
+def infer_proto(proto: onnx.ModelProto, *, strict: bool = False, data_prop: bool = True) -> onnx.ModelProto:
+    """ONNX shape inference on ``proto`` (a ``weightless`` copy, or one without weights): graphkit's one
+    call of it (ruff's banned-api rule keeps it so), for the typing engine and for the verbs that
+    check a model against its own shapes.
+
+    ``strict`` checks input types and raises on the first contradiction (``InferenceError`` or
+    ``ValidationError``, which the caller turns into an error naming the node); otherwise inference
+    types what it can and leaves the rest.
+    """
+    return onnx.shape_inference.infer_shapes(  # noqa: TID251 (the one call)
+        proto, check_type=strict, strict_mode=strict, data_prop=data_prop
+    )
+
+
 def _infer(proto: onnx.ModelProto, names: Sequence[str], *, data_prop: bool) -> dict[str, onnx.TypeProto]:
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=data_prop)
+        inferred = infer_proto(proto, data_prop=data_prop)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError) as err:
         log.info("shape inference failed (%s); trying other ways to type the boundary", err)
         return {}
