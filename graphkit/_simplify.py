@@ -20,7 +20,8 @@ The passes, run in rounds until a round changes nothing:
   stored (its nodes stay), no node reading a weight larger than ``max_bytes`` is evaluated, and
   DequantizeLinear is kept (a QDQ model's weights stay quantized).
 - ``fuse``: an inference BatchNormalization, or a Mul or Add by a per-channel constant, after a Conv
-  whose output it alone reads is folded into the Conv's weights and bias.
+  whose output it alone reads is folded into the Conv's weights and bias; two Transposes in a row
+  are one (none when they cancel).
 - ``merge``: initializers with the same dtype, shape and bytes (or the same external location) are
   merged into one.
 - ``cse``: nodes with the same op, attributes and inputs are computed once.
@@ -825,12 +826,54 @@ def _pass_fuse(state: _State) -> int:
         conv.output[0] = node.output[0]
         fused.append(i)
         written.add(conv_at)
-    if not fused:
+    if fused:
+        doomed = set(fused)
+        _set_nodes(graph, (n for i, n in enumerate(index.nodes) if i not in doomed))
+        _prune(graph, fed=[name for i in fused for name in index.nodes[i].input[1:]])
+    return len(fused) + _fuse_transposes(graph)
+
+
+def _fuse_transposes(graph: onnx.GraphProto) -> int:
+    """``Transpose(Transpose(x, p1), p2)`` is one ``Transpose(x, p1[p2])`` (gone when that is the identity)
+    where the first Transpose's output feeds the second alone."""
+    index = GraphIndex(graph)
+    removed: list[int] = []
+    mapping: dict[str, str] = {}
+    gone: set[int] = set()
+    for i, node in enumerate(index.nodes):
+        second = _perm(node)
+        if second is None:
+            continue
+        at = index.producer.get(node.input[0])
+        first = _perm(index.nodes[at]) if at is not None and at not in gone else None
+        if at is None or first is None or len(first) != len(second) or index.consumers.get(node.input[0]) != [i] \
+                or node.input[0] in index.output_set:
+            continue
+        perm = [first[k] for k in second]
+        source = index.nodes[at].input[0]
+        removed.append(at)
+        gone.add(at)
+        if perm == list(range(len(perm))) and node.output[0] not in index.output_set:
+            mapping[node.output[0]] = source
+            removed.append(i)
+            gone.add(i)
+            continue
+        node.input[0] = source
+        for attr in node.attribute:
+            if attr.name == "perm":
+                del attr.ints[:]
+                attr.ints.extend(perm)
+    if not removed:
         return 0
-    doomed = set(fused)
-    _set_nodes(graph, (n for i, n in enumerate(index.nodes) if i not in doomed))
-    _prune(graph, fed=[name for i in fused for name in index.nodes[i].input[1:]])
-    return len(fused)
+    _rename_scope(graph, mapping, defs=False, outputs=False)
+    _prune(graph, removed)
+    return len(removed)
+
+
+def _perm(node: onnx.NodeProto) -> list[int] | None:
+    if node.op_type != "Transpose" or node.domain not in ("", "ai.onnx") or not node.input or not node.input[0]:
+        return None
+    return next((list(a.ints) for a in node.attribute if a.name == "perm"), None)
 
 
 def _conv_before(state: _State, index: GraphIndex, i: int, consts: Mapping[str, onnx.TensorProto]) -> int | None:

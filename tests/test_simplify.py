@@ -237,6 +237,16 @@ def test_a_conv_output_read_twice_is_not_fused() -> None:
     assert ops(gk.simplify(model)) == ops(model)
 
 
+def test_transposes_in_a_row_are_one_and_cancelling_ones_go() -> None:
+    model = parse("g (float[2, 3, 4] x) => (float[4, 2, 3] y, float[2, 3, 4] z) {\n"
+                  " a = Transpose<perm = [1, 0, 2]>(x)\n y = Transpose<perm = [2, 1, 0]>(a)\n"
+                  " b = Transpose<perm = [2, 0, 1]>(x)\n c = Transpose<perm = [1, 2, 0]>(b)\n z = Neg(c) }")
+    result = gk.simplify(model)
+    assert ops(result) == ["Transpose", "Neg"]
+    assert list(result.graph.node[0].attribute[0].ints) == [2, 0, 1]
+    assert_same_values(model, result)
+
+
 def test_identical_nodes_are_computed_once() -> None:
     model = parse("g (float[4] x) => (float[4] y) { a = Relu(x)\n b = Relu(x)\n ea = Exp(a)\n eb = Exp(b)\n"
                   " y = Add(ea, eb) }")
