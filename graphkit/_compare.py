@@ -205,6 +205,11 @@ class Divergence:
             inputs; False when its error is inherited; None when it could not be re-run.
         local_max_abs: The max abs error of that re-run.
         fragment: The nodes re-run (just ``node`` unless the reference side lacks its inputs).
+        culprit: The node (or nodes) where the numbers go wrong: this one when it diverges on the
+            reference side's inputs, or when its compared inputs are within tolerance and its output
+            is not (it amplifies differences within tolerance, or ONNX Runtime fused it with its
+            neighbours when capturing: then the fragment's nodes are named).
+        culprit_reason: Why that node is the culprit.
     """
 
     node: str
@@ -216,6 +221,8 @@ class Divergence:
     local: bool | None
     local_max_abs: float | None
     fragment: tuple[str, ...]
+    culprit: str = ""
+    culprit_reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -229,6 +236,8 @@ class Divergence:
             "local": self.local,
             "local_max_abs": None if self.local_max_abs is None else _json_float(self.local_max_abs),
             "fragment": list(self.fragment),
+            "culprit": self.culprit,
+            "culprit_reason": self.culprit_reason,
         }
 
 
@@ -652,6 +661,7 @@ class _Graph:
     markers: dict[str, str]  # marker name -> tensor
     label: str = ""  # the original model's file or name
     types: dict[str, onnx.ValueInfoProto] = field(default_factory=dict)  # tensor -> type, once asked
+    inferred: dict[str, onnx.TypeProto] | None = None  # every tensor's type, once a fragment needs one
 
     @classmethod
     def of(cls, model: Model, marker_spec: tuple[str, str, str]) -> _Graph:
@@ -710,6 +720,28 @@ class _Graph:
                 found.type.CopyFrom(tp)
         return found
 
+    def declared_types(self) -> dict[str, onnx.TypeProto]:
+        """The types the model declares or implies for its node outputs and inputs (the typing
+        engine without a run; unknown dims stay named), computed once."""
+        if self.inferred is None:
+            names = [*self.index.inputs, *self.produced]
+            self.inferred = dict(tensor_types(self.model, names, observe=False).types)
+        return self.inferred
+
+    def input_info(self, tensor: str, value: Any) -> onnx.ValueInfoProto:
+        """How a captured value enters a fragment: typed as the model has the tensor (symbolic dims
+        where the model's are), so that every branch of an If type-checks as it does in the whole
+        model; an array the model's type does not hold takes its dtype and rank, every dim named."""
+        if not isinstance(value, np.ndarray):
+            return self.value_info(tensor)
+        declared = self.declared_types().get(tensor)
+        if declared is not None and _holds(declared, value):
+            info = onnx.ValueInfoProto(name=tensor)
+            info.type.CopyFrom(declared)
+            return info
+        elem = onnx.TensorProto.STRING if value.dtype.kind in "OUS" else onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
+        return onnx.helper.make_tensor_value_info(tensor, elem, [f"{tensor}_d{k}" for k in range(value.ndim)])
+
     def marker_of(self, tensor: str) -> str | None:
         for name, t in self.markers.items():
             if t == tensor:
@@ -740,7 +772,7 @@ def _fragment_model(graph: _Graph, nodes: Sequence[int], inputs: Mapping[str, An
     weights = index.initializers  # (by name: a fragment reads few of a big model's weights)
     proto = submodel(
         graph.model.lazy_proto, index, nodes,
-        inputs=[_value_info(n, v) if isinstance(v, np.ndarray) else graph.value_info(n) for n, v in inputs.items()],
+        inputs=[graph.input_info(n, v) for n, v in inputs.items()],
         outputs=[onnx.ValueInfoProto(name=n) for n in outputs],
         initializers={n for n in reads if n in weights},
         graph_name=f"{graph.model.lazy_proto.graph.name}_fragment",
@@ -748,10 +780,16 @@ def _fragment_model(graph: _Graph, nodes: Sequence[int], inputs: Mapping[str, An
     return graph.model.derive(proto)
 
 
-def _value_info(name: str, value: np.ndarray) -> onnx.ValueInfoProto:
-    dtype = value.dtype
-    elem = onnx.TensorProto.STRING if dtype.kind in "OUS" else onnx.helper.np_dtype_to_tensor_dtype(dtype)
-    return onnx.helper.make_tensor_value_info(name, elem, list(value.shape))
+def _holds(declared: onnx.TypeProto, value: np.ndarray) -> bool:
+    """Whether a tensor type admits ``value``: same element type and rank, every sized dim equal."""
+    if declared.WhichOneof("value") != "tensor_type":
+        return False
+    tensor = declared.tensor_type
+    elem = onnx.TensorProto.STRING if value.dtype.kind in "OUS" else onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
+    if tensor.elem_type != elem or not tensor.HasField("shape") or len(tensor.shape.dim) != value.ndim:
+        return False
+    return all(not d.HasField("dim_value") or d.dim_value == size for d, size in zip(tensor.shape.dim, value.shape))
+
 
 
 def _execute(model: Model, feeds: Mapping[str, np.ndarray], outputs: Sequence[str], backend: str,
@@ -1120,7 +1158,11 @@ def _restrict(pairs: list[_Pair], tensors: Sequence[str] | None, cand: _Graph) -
     return keep
 
 
-def _tolerance_for(pair: _Pair, tol: Tolerance, tolerances: Mapping[str, Tolerance]) -> Tolerance:
+def _tolerance_for(pair: _Pair, tol: Tolerance, tolerances: Mapping[str, Tolerance],
+                   dtypes: Sequence[np.dtype] = ()) -> Tolerance:
+    """The tensor's own tolerance if it has one, else the global one; the default global tolerance
+    is loosened to the floor of a low-precision float on either side (float16, bfloat16:
+    ``Tolerance.for_dtype``), while one the caller chose is applied as given."""
     labels = [pair.candidate, pair.reference] + ([pair.marker] if pair.marker else [])
     for label in labels:
         if label in tolerances:
@@ -1128,6 +1170,9 @@ def _tolerance_for(pair: _Pair, tol: Tolerance, tolerances: Mapping[str, Toleran
     for pattern, value in tolerances.items():
         if any(fnmatch.fnmatchcase(label, pattern) for label in labels):
             return value
+    if tol == Tolerance():
+        for dtype in dtypes:
+            tol = tol.for_dtype(str(dtype))
     return tol
 
 
@@ -1164,6 +1209,7 @@ def _compare_models(ref: _Graph, cand: _Graph, pairs: list[_Pair], unmatched: tu
                           notes=runner.notes)
     ref_walker.notes = runner.notes
     runner.ref = ref if ref is not cand else None
+    runner.two_backends = ref is cand
     result = runner.run(pairs, cand_walker)
     finite = _scan_finite(cand, cand_backend, cand_feeds, cand_config, budget) if check_finite else None
     if ref is not cand and tensors is None:
@@ -1340,6 +1386,7 @@ class _Runner:
         self.dtypes: dict[str, np.dtype] = {n: v.dtype for n, v in feeds.items()}
         self.notes: list[str] = []
         self.ref: _Graph | None = None  # the reference model, when it is another model (fused values)
+        self.two_backends = False  # one model on two backends (ONNX Runtime's fusions differ between them)
 
     def run(self, pairs: list[_Pair], walker: _Walker) -> tuple[tuple[TensorDiff, ...], Divergence | None, list[str]]:
         results: list[TensorDiff] = []
@@ -1362,7 +1409,7 @@ class _Runner:
         if self.ref is not None:
             results = _mark_fused(results, self.ref, self.cand, pairs)
         failing = next((t for t in results if not t.passed and t.origin != "fused"), None)
-        first = None if failing is None else self._divergence(failing)
+        first = None if failing is None else self._divergence(failing, {t.name: t for t in results})
         return tuple(results), first, self.notes
 
     def _compare_one(self, pair: _Pair, value: np.ndarray) -> TensorDiff | None:
@@ -1375,7 +1422,7 @@ class _Runner:
         if not isinstance(value, np.ndarray) or not isinstance(expected, np.ndarray):
             self.notes.append(f"{pair.candidate!r} is not a tensor (sequence or map): skipped")
             return None
-        tol = _tolerance_for(pair, self.tol, self.tolerances)
+        tol = _tolerance_for(pair, self.tol, self.tolerances, (value.dtype, expected.dtype))
         diff = _make_diff(self.cand, pair, value, expected, tol)
         if not diff.passed and self.checks_left > 0 and not (diff.reason or "").startswith("shape"):
             self.checks_left -= 1
@@ -1407,7 +1454,7 @@ class _Runner:
         figures = tensor_figures(got, expected, tol)
         return (bool(figures["passed"]), float(figures["max_abs"]))
 
-    def _divergence(self, diff: TensorDiff) -> Divergence:
+    def _divergence(self, diff: TensorDiff, compared: Mapping[str, TensorDiff] | None = None) -> Divergence:
         frag = self.plan.fragments.get(diff.name)
         graph_nodes = self.cand.model.lazy_proto.graph.node
         if frag is not None:
@@ -1418,8 +1465,35 @@ class _Runner:
             node = found if found is not None else onnx.NodeProto()
             names = ()
         local = None if diff.origin is None else diff.origin == "local"
+        culprit, reason = self._culprit(node, diff, names, local, compared or {})
         return Divergence(node.name or node.op_type, node.op_type, diff.name, diff.marker,
-                          tuple(n for n in node.input), diff.max_abs, local, diff.local_max_abs, names)
+                          tuple(n for n in node.input), diff.max_abs, local, diff.local_max_abs, names,
+                          culprit, reason)
+
+    def _culprit(self, node: onnx.NodeProto, diff: TensorDiff, fragment: tuple[str, ...], local: bool | None,
+                 compared: Mapping[str, TensorDiff]) -> tuple[str, str]:
+        """The node where the numbers go wrong, and why (see ``Divergence.culprit``)."""
+        label = node.name or node.op_type
+        if local:
+            return label, (f"re-run on the reference side's inputs it still diverges (max abs "
+                           f"{diff.local_max_abs or 0.0:.3g})")
+        frag = self.plan.fragments.get(diff.name)
+        boundary = frag.boundary if frag is not None else [n for n in node.input if n]
+        inputs = [compared[n] for n in boundary if n in compared]
+        bad = [t for t in inputs if not t.passed]
+        if bad:
+            return label, f"it reads {bad[0].name!r}, which is out of tolerance but fused or renamed"
+        worst = max((t.max_abs for t in inputs), default=0.0)
+        within = (f"its compared inputs are within tolerance (largest error {worst:.3g}) and its output is not"
+                  if inputs else "none of its inputs is compared, and its output is out of tolerance")
+        if local is False and self.two_backends and self.backend == "ort" and len(fragment) > 1:
+            return ", ".join(fragment), (f"{within}; re-run alone on the reference side's inputs it agrees, so "
+                                         "the difference comes from ONNX Runtime optimizing these nodes together")
+        if local is False:
+            return label, (f"{within}: it amplifies differences that are within tolerance "
+                           f"(re-run on the reference side's inputs it agrees, max abs {diff.local_max_abs or 0.0:.3g}); "
+                           "loosen the tolerance of its inputs or of this tensor")
+        return label, within
 
 
 def _make_diff(cand: _Graph, pair: _Pair, value: np.ndarray, expected: np.ndarray, tol: Tolerance) -> TensorDiff:
@@ -1871,5 +1945,7 @@ def _qdq_weights(ref: _Graph, cand: _Graph, backend: str, tol: Tolerance,
     for i, out in zip(order, outputs):
         pair = _Pair(out, found[i], None, quantized=True)
         expected = tensor_value(ref.model, ref.index.initializers[found[i]])
-        diffs.append(_make_diff(cand, pair, values.pop(out), expected, _tolerance_for(pair, tol, tolerances)))
+        value = values.pop(out)
+        diffs.append(_make_diff(cand, pair, value, expected,
+                                _tolerance_for(pair, tol, tolerances, (value.dtype, expected.dtype))))
     return diffs

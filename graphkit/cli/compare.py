@@ -240,6 +240,8 @@ def _print(result: Comparison, *, show_all: bool, seed: int = 0) -> None:
                      f"(max abs {_num(div.local_max_abs or 0.0)}); the error comes from its inputs")
     else:
         _render.text("  local check not run (no reference values for its inputs nearby)")
+    if div.culprit:
+        _render.text(f"culprit: {div.culprit!r}: {div.culprit_reason}")
 
 
 def _names(names: Sequence[str], limit: int = 5) -> str:
