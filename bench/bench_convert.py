@@ -37,8 +37,24 @@ LIGHT = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "li
 BENCH_DIR = Path(os.environ.get("GRAPHKIT_BENCH_DIR", "/tmp/graphkit-bench"))
 
 
-def _models(names: list[str]) -> list[Path]:
-    found = {"transformer": BENCH_DIR / "transformer.onnx"}
+def _overflow(folder: Path) -> Path:
+    """y = x·1e3·1e3/1e6 on a [64, 64] input: the product overflows float16 though y is x."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    consts = [numpy_helper.from_array(np.array([v], np.float32), n) for n, v in (("k", 1e3), ("m", 1e6))]
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "k"], ["a"], name="mul1"), helper.make_node("Mul", ["a", "k"], ["b"], name="mul2"),
+         helper.make_node("Div", ["b", "m"], ["c"], name="div"), helper.make_node("Relu", ["c"], ["y"], name="relu")],
+        "overflow", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64])], consts)
+    path = folder / "overflow.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def _models(names: list[str], folder: Path) -> list[Path]:
+    found = {"transformer": BENCH_DIR / "transformer.onnx",
+             "transformer_small": BENCH_DIR / "small" / "transformer.onnx", "overflow": _overflow(folder)}
     found.update({p.stem: p for p in sorted(LIGHT.glob("light_*.onnx"))})
     if names == ["none"]:
         return []
@@ -68,7 +84,8 @@ def _job(name: str, function: str, model: Path, out: Path, **kwargs: object) -> 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="*", default=[], help="transformer, light_<name>, or none")
+    parser.add_argument("--models", nargs="*", default=[],
+                        help="transformer, transformer_small (generate.py --small), overflow, light_<name>, or none")
     parser.add_argument("--mixed", action="store_true", help="also the mixed-precision searches")
     parser.add_argument("--big", action="store_true", help="also graphkit on the 2.7 GB external-weights model")
     parser.add_argument("--atol", type=float, default=1e-3)
@@ -79,7 +96,7 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-convert-") as folder:
         tmp = Path(folder)
-        for model in _models(args.models):
+        for model in _models(args.models, tmp):
             jobs = [_job("graphkit fp16", "graphkit_fp16", model, tmp / "gk16.onnx"),
                     _job("occ fp16", "occ_fp16", model, tmp / "occ16.onnx")]
             if args.mixed:
