@@ -234,3 +234,22 @@ def test_every_light_model_made_batch_dynamic_runs_at_batch_2(path: Path) -> Non
     dynamic = gk.set_dims(static, x.name, {0: "batch"})
     sample = tuple(d.dim_value for d in x.type.tensor_type.shape.dim[1:])
     _per_sample_equal(static, dynamic, x.name, sample, batches=(2,))
+
+
+def test_a_size_at_several_axes_needs_the_axis(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = gk.parse_model("""
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 3, 1, 1] x) => (float[1, 3, 1, 1] y) {
+  y = Relu(x)
+}""")
+    with pytest.raises(gk.EditError) as err:
+        gk.replace_dim(model, 1, "batch")
+    assert "'x' has size 1 at axes [0, 2, 3]" in str(err.value) and "1@AXIS=batch" in err.value.hint
+    dynamic = gk.replace_dim(model, 1, "batch", axis=0)
+    assert _dims(dynamic, "x") == ["batch", 3, 1, 1] and _dims(dynamic, "y") == ["batch", 3, 1, 1]
+    source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    gk.save(model, source)
+    assert main(["edit", str(source), str(out), "--dynamic-dim", "1=batch"]) == 2
+    assert "axes [0, 2, 3]" in capsys.readouterr().err
+    assert main(["edit", str(source), str(out), "--dynamic-dim", "1@0=batch"]) == 0
+    assert _dims(gk.load(out), "y") == ["batch", 3, 1, 1]

@@ -21,6 +21,9 @@ from graphkit.errors import (
 
 log = logging.getLogger(__name__)
 
+#: Axes beyond this are typos (no tensor has this many dims).
+_MAX_RANK = 1 << 16
+
 
 #: Ops whose constant operand is a shape or size: (op_type, input index).
 SHAPE_OPERANDS = {"Reshape": (1,), "Expand": (1,), "ConstantOfShape": (0,), "Tile": (1,), "Resize": (3,),
@@ -104,20 +107,24 @@ def _run_at_every_size(model: Model, proto: onnx.ModelProto, changes: Mapping[st
 
 
 @_noop_returns_input
-def replace_dim(model: Model, /, dim: int | str, new: int | str, *, check: bool = True) -> Model:
+def replace_dim(model: Model, /, dim: int | str, new: int | str, *, axis: int | None = None,
+                check: bool = True) -> Model:
     """Replace a dim on every graph input and output that carries it: fix a named dim
-    (``replace_dim(m, "batch", 1)``), name a fixed one (``replace_dim(m, 1, "batch")``: every dim of
-    size 1 of the inputs and outputs), or rename one. Otherwise as ``set_dims``.
+    (``replace_dim(m, "batch", 1)``), name a fixed one (``replace_dim(m, 1, "batch", axis=0)``), or
+    rename one. Otherwise as ``set_dims``.
 
     Args:
         model: The model to edit (not modified).
         dim: The dim to replace: a name, or a size.
         new: What it becomes: a name (dynamic) or a size (fixed).
+        axis: Only at this axis (negative counts from the end). Needed when ``dim`` is a size that a
+            tensor carries at several axes ([1, 1000, 1, 1]): which one is meant cannot be guessed.
         check: Validate the result.
 
     Raises:
         TensorNotFoundError: No graph input or output carries ``dim``.
-        EditError: As ``set_dims``.
+        EditError: A tensor carries the size ``dim`` at several axes and no ``axis`` is given; or as
+            ``set_dims``.
     """
     argcheck.instance(model, "model", Model, argcheck.MODEL)
     for value, keyword in ((dim, "dim"), (new, "new")):
@@ -125,12 +132,23 @@ def replace_dim(model: Model, /, dim: int | str, new: int | str, *, check: bool 
             argcheck.name(value, keyword, what="dim name")
         else:
             argcheck.integer(value, keyword, minimum=0, maximum=argcheck.INT64_MAX)
+    if axis is not None:
+        argcheck.integer(axis, "axis", minimum=-_MAX_RANK, maximum=_MAX_RANK - 1)
     argcheck.boolean(check, "check")
     proto = model.copy().lazy_proto
     inits = {t.name for t in proto.graph.initializer}
     values = [v for v in proto.graph.input if v.name not in inits] + list(proto.graph.output)
-    hits = [(v, d) for v in values if v.type.tensor_type.HasField("shape") for d in v.type.tensor_type.shape.dim
-            if (d.dim_param == dim if isinstance(dim, str) else d.HasField("dim_value") and d.dim_value == dim)]
+    hits: list[tuple[onnx.ValueInfoProto, onnx.TensorShapeProto.Dimension]] = []
+    for value in values:
+        dims = list(value.type.tensor_type.shape.dim) if value.type.tensor_type.HasField("shape") else []
+        at = [i for i, d in enumerate(dims)
+              if (d.dim_param == dim if isinstance(dim, str) else d.HasField("dim_value") and d.dim_value == dim)
+              and (axis is None or i == axis % len(dims))]
+        if len(at) > 1 and isinstance(dim, int):
+            raise EditError(f"{value.name!r} has size {dim} at axes {at}; which of them is meant cannot be guessed",
+                            hint=f"give the axis (--dynamic-dim {dim}@AXIS={new}, replace_dim(..., axis=)) or use "
+                                 f"--dynamic {value.name}:AXIS={new}")
+        hits.extend((value, dims[i]) for i in at)
     if not hits:
         raise not_found(TensorNotFoundError, "graph input or output dim", str(dim),
                         sorted({d.dim_param for v in values for d in v.type.tensor_type.shape.dim if d.dim_param}),

@@ -106,9 +106,14 @@ def _replace_dim(text: str, flag: str) -> Step:
         new: Any = parse_int(right, what=f"{flag} {text!r}: size", lo=0, hi=INT64_MAX, hint=hint)
         return Step("replace_dim", {"dim": left, "new": new})
     if not right or right.isdigit():
-        raise UsageError(f"{flag} {text!r}: expected SIZE_OR_NAME=NAME (the new name is not a number)", hint=hint)
+        raise UsageError(f"{flag} {text!r}: expected SIZE_OR_NAME[@AXIS]=NAME (the new name is not a number)",
+                         hint=hint)
+    left, at, axis_text = left.partition("@")
     old: Any = parse_int(left, what=f"{flag} {text!r}: size", lo=0, hi=INT64_MAX, hint=hint) if left.isdigit() else left
-    return Step("replace_dim", {"dim": old, "new": right})
+    args: dict[str, Any] = {"dim": old, "new": right}
+    if at:
+        args["axis"] = parse_int(axis_text, what=f"{flag} {text!r}: axis", lo=-_MAX_AXIS, hi=_MAX_AXIS - 1, hint=hint)
+    return Step("replace_dim", args)
 
 
 #: Axes beyond this are typos (no tensor has this many dims).
@@ -223,8 +228,9 @@ OPTIONS: dict[str, tuple[str | None, Callable[[Any], Step], str]] = {
     "--fixed": ("TENSOR:AXIS=SIZE", lambda t: _dims(t, "--fixed", True), "fix a dim of a graph input/output"),
     "--fixed-dim": ("NAME=SIZE", lambda t: _replace_dim(t, "--fixed-dim"),
                     "fix a named dim on every graph input and output that carries it"),
-    "--dynamic-dim": ("SIZE_OR_NAME=NAME", lambda t: _replace_dim(t, "--dynamic-dim"),
-                      "name a dim (every dim of that size, or of that name) on every graph input and output"),
+    "--dynamic-dim": ("SIZE_OR_NAME[@AXIS]=NAME", lambda t: _replace_dim(t, "--dynamic-dim"),
+                      "name a dim (of that size, at AXIS if given, or of that name) on every graph input "
+                      "and output"),
     "--replace-op": ("[DOMAIN::]OP=[DOMAIN::]NEW", _replace_op,
                      "replace every node of an operator (attributes dropped), e.g. my::Debug=Identity"),
     "--set-dtype": ("NAME=DTYPE", _set_dtype,
