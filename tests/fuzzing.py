@@ -1520,8 +1520,7 @@ def _check_args_call(ws: Workspace, name: str) -> dict[str, object] | None:
         import test_check_args
     except ImportError:  # run from outside tests/
         return None
-    folder = ws.root / "check_args"
-    folder.mkdir(exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="check_args_", dir=ws.root))
     entry = test_check_args._table(folder).get(name)
     return None if entry is None else dict(entry[1])
 
