@@ -662,7 +662,7 @@ def _foldable(state: _State, index: GraphIndex, consts: Mapping[str, onnx.Tensor
     """Nodes computable from constants alone, in topological order."""
     known = set(consts)
     found: list[int] = []
-    for i in index.topological_order():
+    for i in _order(index):
         node = index.nodes[i]
         if node.domain not in _STANDARD or node.op_type in _NOT_FOLDED or not node.input or subgraphs(node):
             continue
@@ -675,6 +675,17 @@ def _foldable(state: _State, index: GraphIndex, consts: Mapping[str, onnx.Tensor
         found.append(i)
         known.update(o for o in node.output if o)
     return found
+
+
+def _order(index: GraphIndex) -> Sequence[int]:
+    """The nodes' positions in execution order: as listed when the list is one (ONNX requires it; a
+    check in one pass is cheaper than sorting 50k nodes), else sorted."""
+    seen = set(index.outer) | set(index.input_set) | set(index.initializers)
+    for i, reads in enumerate(index.node_reads):
+        if any(name and name not in seen for name in reads):
+            return index.topological_order()
+        seen.update(index.nodes[i].output)
+    return range(len(index.nodes))
 
 
 def _too_big(tensor: onnx.TensorProto, limit: int) -> bool:
@@ -797,6 +808,9 @@ def _pass_fuse(state: _State) -> int:
     the channel's. The Conv then writes that node's output. Only where the Conv's output feeds that
     node alone and its weights are constants of at most ``max_bytes``."""
     graph = state.proto.graph
+    kinds = {n.op_type for n in graph.node}
+    if "Conv" not in kinds:
+        return _fuse_transposes(graph) if "Transpose" in kinds else 0
     consts = dict(_visible_constants(graph, {}, listed=state.old_ir))
     index = GraphIndex(graph)
     taken = set(index.all_tensor_names)
@@ -998,7 +1012,7 @@ def _cse_in(graph: onnx.GraphProto) -> int:
     first: dict[bytes, int] = {}
     mapping: dict[str, str] = {}
     removed: list[int] = []
-    for i in index.topological_order():
+    for i in _order(index):
         node = index.nodes[i]
         if node.op_type in _NOT_FOLDED - {"Identity", "DequantizeLinear"} or subgraphs(node) \
                 or any(o in index.output_set for o in node.output) or not node.output:
