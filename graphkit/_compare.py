@@ -40,7 +40,7 @@ from graphkit import _check_args as argcheck
 from graphkit._arrays import open_npz
 from graphkit._custom_ops import CustomOp
 from graphkit._files import check_regular, exists, read_data
-from graphkit._graph import GraphIndex
+from graphkit._graph import GraphIndex, subgraphs
 from graphkit._io import tensor_value
 from graphkit._model import Model
 from graphkit._options import Backend, FeedOptions, Provider, Tolerance
@@ -770,14 +770,24 @@ def _fragment_model(graph: _Graph, nodes: Sequence[int], inputs: Mapping[str, An
     for i in nodes:
         reads.update(dict.fromkeys(index.node_reads[i]))
     weights = index.initializers  # (by name: a fragment reads few of a big model's weights)
+    # Only a fragment with If/Loop/Scan bodies needs its inputs typed as the model has them (an
+    # untaken branch type-checks against them); typing every tensor of the model costs a shape
+    # inference pass and ONNX Runtime's symbolic inference (sympy: +34 MB on light_squeezenet).
+    bodies = any(len(index.nodes[i].attribute) and subgraphs(index.nodes[i]) for i in nodes)
     proto = submodel(
         graph.model.lazy_proto, index, nodes,
-        inputs=[graph.input_info(n, v) for n, v in inputs.items()],
+        inputs=[graph.input_info(n, v) if bodies else _value_info(n, v) if isinstance(v, np.ndarray)
+                else graph.value_info(n) for n, v in inputs.items()],
         outputs=[onnx.ValueInfoProto(name=n) for n in outputs],
         initializers={n for n in reads if n in weights},
         graph_name=f"{graph.model.lazy_proto.graph.name}_fragment",
     )
     return graph.model.derive(proto)
+
+
+def _value_info(name: str, value: np.ndarray) -> onnx.ValueInfoProto:
+    elem = onnx.TensorProto.STRING if value.dtype.kind in "OUS" else onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
+    return onnx.helper.make_tensor_value_info(name, elem, list(value.shape))
 
 
 def _holds(declared: onnx.TypeProto, value: np.ndarray) -> bool:
