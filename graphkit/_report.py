@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from graphkit._compare import Comparison, TensorDiff
 from graphkit._graph import GraphIndex
 from graphkit._model import Model
+from graphkit._view import around_nodes
 from graphkit.errors import UsageError
 
 if TYPE_CHECKING:
@@ -201,32 +202,6 @@ def _values_figure(go: Any, t: TensorDiff) -> go.Figure | None:
     return fig
 
 
-def _neighbourhood(index: GraphIndex, start: int, depth: int) -> dict[int, int]:
-    """Node index → signed distance from ``start`` (negative upstream), within ``depth`` steps."""
-    found = {start: 0}
-    frontier = [start]
-    for step in range(1, depth + 1):  # upstream
-        nxt = []
-        for i in frontier:
-            for name in index.reads(i):
-                j = index.producer.get(name)
-                if j is not None and j not in found:
-                    found[j] = -step
-                    nxt.append(j)
-        frontier = nxt
-    frontier = [start]
-    for step in range(1, depth + 1):  # downstream
-        nxt = []
-        for i in frontier:
-            for name in index.outputs_of(i):
-                for j in index.consumers.get(name, ()):
-                    if j not in found:
-                        found[j] = step
-                        nxt.append(j)
-        frontier = nxt
-    return found
-
-
 def _neighbourhood_figure(go: Any, result: Comparison, model: Model) -> go.Figure | None:
     div = result.first_divergence
     assert div is not None
@@ -235,7 +210,7 @@ def _neighbourhood_figure(go: Any, result: Comparison, model: Model) -> go.Figur
     start = index.producer.get(div.tensor)
     if start is None:
         return None
-    around = _neighbourhood(index, start, NEIGHBOURHOOD_DEPTH)
+    around = around_nodes(index, start, NEIGHBOURHOOD_DEPTH)
     status = {t.name: _status(t) for t in result.tensors}
     columns: dict[int, list[int]] = {}
     for i, level in sorted(around.items(), key=lambda item: (item[1], item[0])):

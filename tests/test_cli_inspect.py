@@ -101,10 +101,20 @@ def test_every_hint_pointing_at_inspect_names_a_flag_or_the_summary() -> None:
     """A hint that says 'inspect' promises names; the plain summary shows only inputs and outputs."""
     loose = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name == "_edit.py" or path.parent.name == "_edit":  # (frozen until the edit package lands)
-            continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if "graphkit inspect" in line and "--" not in line and "inspect MODEL'" not in line \
                     and "{path}{lister}" not in line and "MODEL --nodes" not in line:
                 loose.append(f"{path.name}:{number}: {line.strip()}")
     assert not loose, "\n".join(loose)
+
+
+def test_duplicate_node_name_hint_names_inspect_nodes() -> None:
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="dup"), helper.make_node("Relu", ["r"], ["y"], name="dup")],
+        "dups", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    with pytest.raises(gk.EditError) as err:
+        gk.set_op_type(gk.Model(helper.make_model(graph)), node="dup", op_type="Sigmoid")
+    assert "'#3'" in err.value.hint and "inspect MODEL --nodes' lists the positions" in err.value.hint

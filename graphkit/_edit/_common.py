@@ -74,7 +74,8 @@ def _find_node(model: Model, proto: onnx.ModelProto, name: str) -> _Found:
     if len(hits) > 1:
         places = ", ".join(sorted({h.where for h in hits}))
         raise EditError(f"{len(hits)} nodes are named {name!r} in {model.name} ({places})",
-                        hint="name a main-graph node by its position instead, e.g. '#3' (see 'graphkit inspect')")
+                        hint="name a main-graph node by its position instead, e.g. '#3' "
+                             "('python -m graphkit inspect MODEL --nodes' lists the positions)")
     return hits[0]
 
 

@@ -21,7 +21,7 @@ __all__ = ["VERBS", "build_parser", "main"]
 
 #: Verb modules, in the order ``--help`` lists them.
 VERBS = ["inspect", "check", "infer-shapes", "toposort", "extract", "expose", "split", "run", "run-chain", "edit", "merge",
-         "compare", "reduce", "markers", "diff", "convert", "simplify"]
+         "compare", "reduce", "markers", "diff", "convert", "simplify", "view"]
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
 
