@@ -1048,8 +1048,18 @@ def _recipe_steps(ws: Workspace, info: ModelInfo, rng: random.Random) -> list[di
         {"op": "cleanup"},
         {"op": "fold_constants", "max_bytes": 1024},
         {"op": "merge", "other": str(ws.model("static")), "connect": {"output": "in"}},
+        {"op": "replace_dim", "dim": 1, "new": "batch"},
+        {"op": "replace_dim", "dim": 1, "new": "batch", "axis": 0},
+        {"op": "set_dtype", "tensor": _pick(rng, [*info.inputs, *info.outputs]), "dtype": "float16"},
+        {"op": "to_float16", "keep_io_types": True, "keep_op": [_pick(rng, info.ops)], "keep_node": [some_node]},
+        {"op": "simplify", "max_bytes": 1024},
+        {"op": "fold_shapes"}, {"op": "merge_constants"}, {"op": "remove_identities"},
+        {"op": "constants_to_initializers"},
     ]
-    return [dict(rng.choice(valid)) for _ in range(rng.randint(1, 3))]
+    from graphkit import _recipe
+
+    known = [step for step in valid if step["op"] in _recipe.OPERATIONS]  # steps that have landed
+    return [dict(rng.choice(known)) for _ in range(rng.randint(1, 3))]
 
 
 def _hostile_json(ws: Workspace, value: object) -> object:
