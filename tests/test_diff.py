@@ -200,3 +200,40 @@ def test_diff_of_an_ort_optimized_model_shows_the_fusions(tmp_path: Path) -> Non
     assert compared.passed
     assert [t.name for t in compared.tensors] == ["/Resize_output_0", "/relu/Relu_output_0",
                                                   "/relu_1/Relu_output_0", "output"]
+
+
+def _scaled(weight: np.ndarray) -> gk.Model:
+    """y = x * Cast(w, float32): the weight's dtype may change without touching the graph's signature."""
+    b = gk.GraphBuilder("scaled")
+    x = b.input("x", "float32", [4])
+    w = b.initializer(weight, "conv1.weight")
+    cast = b.node("Cast", [w], name="cast", outputs=["w32"], to=1)
+    b.output(b.node("Mul", [x, cast], name="mul", outputs=["y"]), "float32", [4])
+    return b.build()
+
+
+def test_dtype_change_reports_the_value_change_in_the_wider_dtype() -> None:
+    weight = np.array([0.5, 1.0, -2.0, 3.0], np.float32)
+    changed = weight.astype(np.float16)
+    changed[2] += np.float16(1.25)  # -0.75: off by 1.25
+    result = diff(_scaled(weight), _scaled(changed))
+    (change,) = result.of("initializer", "conv1.weight")
+    assert change.detail == ("float32 [4] -> float16 [4]; values after casting to float32: 1 of 4 elements "
+                             "beyond tolerance, max abs change 1.25, max rel change 0.625")
+    same = diff(_scaled(weight), _scaled(weight.astype(np.float16))).of("initializer", "conv1.weight")
+    assert same[0].detail == "float32 [4] -> float16 [4]; values equal after casting to float32"
+    ints = diff(_scaled(np.array([1, 2, 3, 4], np.int32)), _scaled(np.array([1, 2, 3, 9], np.int64)))
+    assert ints.of("initializer", "conv1.weight")[0].detail == (
+        "int32 [4] -> int64 [4]; values after casting to int64: 1 of 4 elements beyond tolerance, "
+        "max abs change 5, max rel change 1.25")
+    x = np.ones(4, np.float32)
+    assert np.allclose(gk.run(_scaled(changed), feeds={"x": x})["y"], [0.5, 1.0, -0.75, 3.0])
+
+
+def test_dtype_change_within_tolerance_still_shows_the_change() -> None:
+    weight = np.array([0.1, 0.2, 0.3, 0.4], np.float32)
+    result = diff(_scaled(weight), _scaled(weight.astype(np.float16)))
+    (change,) = result.of("initializer", "conv1.weight")
+    assert change.detail.startswith("float32 [4] -> float16 [4]; values after casting to float32: within tolerance, "
+                                    "max abs change ")
+    assert float(change.detail.split("max abs change ")[1].split(",")[0]) < 1e-4
