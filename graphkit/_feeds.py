@@ -6,6 +6,7 @@ writer of output arrays (``--save out.npz``). No onnxruntime here: reading value
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -38,6 +39,8 @@ __all__ = [
     "save_arrays",
 ]
 
+log = logging.getLogger(__name__)
+
 FORMATS = (".npy", ".npz", ".pb")
 #: Protocol buffers cannot be larger (a TensorProto .pb holds its data inline).
 _MAX_PROTO_BYTES = 2**31 - 1
@@ -54,6 +57,8 @@ class FeedFile:
         source: Where it came from, for messages (``file.npz[key]``).
         stem: The file's stem, used to guess the input when no name is known.
         path: The file.
+        keyed: Read from an ``.npz`` given without a name, named by its key: an array whose key is
+            no input of the model is left out (``run --save`` writes intermediate tensors too).
     """
 
     name: str | None
@@ -61,6 +66,7 @@ class FeedFile:
     source: str
     stem: str
     path: str = ""
+    keyed: bool = False
 
 
 def load_feed_file(path: str | os.PathLike[str], name: str | None = None) -> list[FeedFile]:
@@ -109,7 +115,7 @@ def _read_npz(file: Path, name: str | None) -> list[FeedFile]:
             )
         if name is None:
             check_array_size(archive.declared_bytes(), what=f"the arrays of {file}")
-            return [FeedFile(key, archive[key], f"{file}[{key}]", file.stem, str(file)) for key in keys]
+            return [FeedFile(key, archive[key], f"{file}[{key}]", file.stem, str(file), keyed=True) for key in keys]
         key = name if name in keys else keys[0]
         return [FeedFile(name, archive[key], f"{file}[{key}]", file.stem, str(file))]
 
@@ -171,18 +177,26 @@ def _split_input_spec(spec: str) -> tuple[str | None, str]:
     return (name or None), path
 
 
-def resolve_feeds(files: Sequence[FeedFile], input_names: Sequence[str], *, where: str = "the model") -> dict[str, np.ndarray]:
+def resolve_feeds(files: Sequence[FeedFile], input_names: Sequence[str], *, where: str = "the model",
+                  notes: list[str] | None = None) -> dict[str, np.ndarray]:
     """Assign each array to an input name.
 
     A nameless array goes to the input named like its file's stem, to input K for ONNX test data
-    (``input_K.pb``), or to the only input of a one-input model.
+    (``input_K.pb``), or to the only input of a one-input model. The arrays of an ``.npz`` given
+    without a name whose keys are no input of the model are left out, each file's left-out keys
+    told in one line appended to ``notes`` (so the values ``run --save`` wrote feed a sub-model).
 
     Raises:
         FeedError: An array's input cannot be told, or two arrays feed the same input.
     """
     result: dict[str, np.ndarray] = {}
     origin: dict[str, str] = {}
+    wanted = set(input_names)
+    ignored: dict[str, list[str]] = {}
     for item in files:
+        if item.keyed and item.name not in wanted:
+            ignored.setdefault(item.path, []).append(str(item.name))
+            continue
         name = item.name or _guess_name(item, input_names, where)
         if name in result:
             raise FeedError(
@@ -191,6 +205,12 @@ def resolve_feeds(files: Sequence[FeedFile], input_names: Sequence[str], *, wher
             )
         result[name] = item.value
         origin[name] = item.source
+    for path, keys in ignored.items():
+        shown = ", ".join(repr(k) for k in keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+        message = f"{path}: {len(keys)} array(s) that are no input of {where} were ignored ({shown})"
+        log.info(message)
+        if notes is not None:
+            notes.append(message)
     return result
 
 

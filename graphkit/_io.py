@@ -965,7 +965,7 @@ def _write_spliced(model: Model, proto: onnx.ModelProto, tmp: Path, dest: Path) 
     top = proto.SerializeToString() + _field_len(7, graph_len)
     if len(top) + graph_len > PROTOBUF_LIMIT:
         raise WriteError(f"cannot write {dest} inline: it would exceed protobuf's 2 GiB limit",
-                         hint="save with external data (external=True / --external-data)")
+                         hint="save with external data (external=True)", cli_hint="save with external data (--external-data)")
     offsets: list[tuple[int, int]] = []
     sources: dict[Path, Any] = {}
     with open(tmp, "wb") as out, contextlib.ExitStack() as stack:
@@ -1013,7 +1013,8 @@ def _write_proto(proto: onnx.ModelProto, tmp: Path, dest: Path, serialized: byte
     if data is None:
         raise WriteError(
             f"cannot write {dest}: the graph alone exceeds protobuf's 2 GiB limit",
-            hint="save with external data (external=True / --external-data)",
+            hint="save with external data (external=True)",
+            cli_hint="save with external data (--external-data)",
         )
     with open(tmp, "wb") as handle:
         handle.write(data)

@@ -21,6 +21,7 @@ import collections.abc
 import inspect
 import json
 import os
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -35,21 +36,31 @@ from graphkit import _edit as edit
 from graphkit import _simplify
 from graphkit._arrays import read_npy
 from graphkit._convert import set_dtype, to_float16
+from graphkit._edit.renames import renamer
 from graphkit._files import read_data
+from graphkit._graph import graph_tensor_names
 from graphkit._io import atomic_output, load
-from graphkit._model import Model
+from graphkit._model import Model, iter_graphs
 from graphkit._numbers import check_int, parse_int
-from graphkit.errors import NoChangeError, UsageError, did_you_mean
+from graphkit.errors import (
+    NoChangeError,
+    NodeNotFoundError,
+    TensorNotFoundError,
+    UsageError,
+    did_you_mean,
+    not_found,
+)
 
 __all__ = ["OPERATIONS", "Recipe", "Step", "StepResult", "apply_recipe", "dump_recipe", "load_recipe", "run_steps", "save_recipe"]
 
-#: Recipe operation name → edit function (merge takes ``other``, a model path).
+#: Recipe operation name → edit function (merge's ``other`` and replace_span's ``replacement`` are model paths).
 OPERATIONS: dict[str, Callable[..., Model]] = {
     name: getattr(edit, name)
     for name in (
         "set_attribute", "remove_attribute", "set_op_type", "rename_tensor", "rename_node", "bypass_node",
         "remove_node", "insert_node", "set_initializer", "initializer_to_input", "constant_to_input",
         "input_to_initializer", "set_dims", "replace_dim", "replace_op", "set_opset", "cleanup", "merge",
+        "rename_pattern", "replace_span", "add_output", "remove_output",
     )
 } | {
     name: getattr(_simplify, name)
@@ -58,6 +69,8 @@ OPERATIONS: dict[str, Callable[..., Model]] = {
 } | {"to_float16": to_float16, "set_dtype": set_dtype}
 #: Operations without a ``check`` keyword (their result is validated with the whole recipe's).
 _UNCHECKED = frozenset({"to_float16", "set_dtype"})
+#: Arguments that name another model, a path in a recipe (relative to the recipe), loaded when the step runs.
+MODEL_ARGS: dict[str, str] = {"merge": "other", "replace_span": "replacement"}
 #: Argument names of earlier releases → today's keyword, per operation: recipe files written with
 #: the old names keep working (the step is read with today's names).
 RENAMED_ARGS: dict[str, dict[str, str]] = {
@@ -98,15 +111,23 @@ class Recipe:
 
 @dataclass(frozen=True)
 class StepResult:
-    """What one applied step did."""
+    """What one applied step did.
+
+    Attributes:
+        op: The operation.
+        args: Its arguments, as written.
+        changed: Whether it changed the model.
+        note: Why it changed nothing (empty when it changed something).
+    """
 
     op: str
     args: dict[str, Any]
     changed: bool
+    note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        return {"op": self.op, "args": self.args, "changed": self.changed}
+        return {"op": self.op, "args": self.args, "changed": self.changed, "note": self.note}
 
 
 def load_recipe(path: str | os.PathLike[str]) -> Recipe:
@@ -221,8 +242,8 @@ def _expected(op: str) -> dict[str, Any]:
     """Each argument's declared type, from the edit function's annotations (merge's ``other`` is a path)."""
     hints = typing.get_type_hints(OPERATIONS[op])
     expected = {k: v for k, v in hints.items() if k not in ("model", "a", "b", "check", "return")}
-    if op == "merge":
-        expected["other"] = str
+    if op in MODEL_ARGS:
+        expected[MODEL_ARGS[op]] = str
     return expected
 
 
@@ -358,8 +379,9 @@ def _call_args(step: Step, base_dir: Path, where: str = "step") -> dict[str, Any
     if step.op == "merge" and isinstance(args.get("prefixes"), list):
         args["prefixes"] = tuple(args["prefixes"])
     _check_types(step, args, where)
-    if step.op == "merge":
-        args["other"] = load(base_dir / args["other"])
+    if step.op in MODEL_ARGS:
+        key = MODEL_ARGS[step.op]
+        args[key] = load(base_dir / args[key])
     return args
 
 
@@ -380,39 +402,154 @@ def run_steps(model: Model, steps: Sequence[Step], *, base_dir: str | os.PathLik
               allow_noop: bool = False, check: bool = True) -> tuple[Model, list[StepResult]]:
     """Apply steps in order; return the result and what each step did.
 
-    Every step's arguments (and .npy files) are read before the first edit is applied.
+    Every step's arguments (and .npy files, and the models a step reads) are read, and every name a
+    step refers to is looked up (in the model as the earlier steps leave it), before the first edit
+    is applied: a mistyped name in step 5 is reported before steps 1 to 4 run. A step that changes
+    nothing is a note in its result; only an edit where no step changes anything is refused.
 
     Raises:
         UsageError: A step is malformed.
-        NoChangeError: A step changed nothing (unless ``allow_noop``).
+        NameNotFoundError: A step names a tensor or node that will not exist when it runs.
+        NoChangeError: No step changed anything (unless ``allow_noop``).
         GraphkitError: Whatever the step's edit raises, with the step's position added to the message.
     """
     folder = Path(base_dir)
     for i, step in enumerate(steps, 1):
         _check_step(step, i, "the recipe")
     prepared = [_call_args(step, folder, f"step {i}") for i, step in enumerate(steps, 1)]
+    check_step_names(model, steps, prepared)
     results: list[StepResult] = []
+    refused: list[NoChangeError] = []
     current = model
     for i, (step, args) in enumerate(zip(steps, prepared), 1):
         try:
-            current = _apply(current, step.op, args, check=check)
+            current = _apply(current, step.op, dict(args), check=check)
             results.append(StepResult(step.op, step.args, True))
         except NoChangeError as err:
-            if not allow_noop:
-                if len(steps) > 1:
-                    err.message = f"step {i} ({step.op}): {err.message}"
-                    err.args = (err.message,)
-                raise
-            results.append(StepResult(step.op, step.args, False))
+            if len(steps) > 1:
+                err.message = f"step {i} ({step.op}): {err.message}"
+                err.args = (err.message,)
+            refused.append(err)
+            results.append(StepResult(step.op, step.args, False, err.message))
         except Exception as err:
             if hasattr(err, "message") and len(steps) > 1:
                 err.message = f"step {i} ({step.op}): {err.message}"
                 err.args = (err.message,)
             raise
+    if len(refused) == len(steps) and steps and not allow_noop:
+        if len(refused) == 1:
+            raise refused[0]
+        raise NoChangeError(f"none of the {len(steps)} steps changes anything: "
+                            + "; ".join(e.message for e in refused[:3]) + (" …" if len(refused) > 3 else ""),
+                            hint="drop these edits (allow_noop=True accepts them)",
+                            cli_hint="drop these edits, or pass --allow-noop to accept edits that change nothing")
     return current, results
 
 
+#: Per operation, the arguments naming an existing node or tensor: (argument, "node" | "tensor").
+_NAMED: dict[str, tuple[tuple[str, str], ...]] = {
+    "set_attribute": (("node", "node"),), "remove_attribute": (("node", "node"),),
+    "set_op_type": (("node", "node"),), "bypass_node": (("node", "node"),), "remove_node": (("node", "node"),),
+    "rename_node": (("old", "node"),), "rename_tensor": (("old", "tensor"),),
+    "insert_node": (("after", "tensor"), ("inputs", "tensor")),
+    "set_initializer": (("tensor", "tensor"),), "initializer_to_input": (("tensor", "tensor"),),
+    "constant_to_input": (("tensor", "tensor"),), "input_to_initializer": (("tensor", "tensor"),),
+    "set_dims": (("tensor", "tensor"),), "replace_span": (("inputs", "tensor"), ("outputs", "tensor")),
+    "add_output": (("tensor", "tensor"),), "remove_output": (("tensor", "tensor"),),
+}
+_POSITIONAL = re.compile(r"^(#\d+|[^#]+#\d+)$")
+
+
+class _Names:
+    """The tensor and node names a model will have when a step runs, step by step (a superset: a
+    name is never taken away, so a check can only miss a mistake, never refuse a valid step)."""
+
+    def __init__(self, model: Model) -> None:
+        proto = model.lazy_proto
+        self.tensors = set(graph_tensor_names(proto.graph))
+        self.nodes = {n.name for g, _ in iter_graphs(proto.graph) for n in g.node if n.name}
+        self.functions = {f.name: {n.name for n in f.node if n.name} for f in proto.functions}
+        self.function_tensors = {f.name: {*f.input, *f.output, *(o for n in f.node for o in n.output)}
+                                 for f in proto.functions}
+
+    def has_node(self, name: str) -> bool:
+        if name in self.nodes or _POSITIONAL.match(name):
+            return True
+        function, sep, inner = name.partition("/")
+        return bool(sep) and function in self.functions and (inner in self.functions[function]
+                                                              or bool(_POSITIONAL.match(inner)))
+
+    def after(self, op: str, args: Mapping[str, Any]) -> None:
+        """Add the names step ``op`` may create."""
+        if op in ("rename_tensor", "constant_to_input", "initializer_to_input") and args.get(
+                "new" if op == "rename_tensor" else "input_name"):
+            self.tensors.add(str(args["new" if op == "rename_tensor" else "input_name"]))
+        elif op == "rename_node":
+            self.nodes.add(str(args["new"]))
+        elif op == "insert_node":
+            stem = f"{args['after']}/{args['op_type']}"
+            self.tensors.add(str(args.get("output") or f"{stem}_output"))
+            self.nodes.add(str(args.get("name") or stem))
+        elif op == "rename_pattern":
+            self._renamed(args)
+        elif op in MODEL_ARGS:
+            self._other(op, args)
+
+    def _renamed(self, args: Mapping[str, Any]) -> None:
+        try:
+            rename = renamer(str(args.get("pattern", "")), str(args.get("replacement", "")),
+                                      str(args.get("prefix", "")))
+            scope = args.get("scope", "all")
+            if scope in ("tensors", "all"):
+                self.tensors |= {rename(n) for n in self.tensors}
+            if scope in ("nodes", "all"):
+                self.nodes |= {rename(n) for n in self.nodes}
+        except UsageError:
+            pass  # (the step itself reports a bad pattern when it runs)
+
+    def _other(self, op: str, args: Mapping[str, Any]) -> None:
+        other = args[MODEL_ARGS[op]]
+        if not isinstance(other, Model):
+            return
+        tensors = set(graph_tensor_names(other.lazy_proto.graph))
+        nodes = {n.name for g, _ in iter_graphs(other.lazy_proto.graph) for n in g.node if n.name}
+        prefixes = [*(args.get("prefixes") or ()), f"{other.lazy_proto.graph.name or 'replacement'}/", ""]
+        for prefix in prefixes:
+            self.tensors |= {prefix + n for n in tensors}
+            self.nodes |= {prefix + n for n in nodes}
+        if op == "merge" and args.get("prefixes"):
+            first = args["prefixes"][0]
+            self.tensors |= {first + n for n in self.tensors}
+            self.nodes |= {first + n for n in self.nodes}
+
+
+def check_step_names(model: Model, steps: Sequence[Step], prepared: Sequence[Mapping[str, Any]]) -> None:
+    """Look up every tensor and node a step names, in the model as the earlier steps will leave it,
+    before any step runs.
+
+    Raises:
+        NodeNotFoundError, TensorNotFoundError: naming the step, with did-you-mean.
+    """
+    names = _Names(model)
+    for i, (step, args) in enumerate(zip(steps, prepared), 1):
+        for key, kind in _NAMED.get(step.op, ()):
+            value = args.get(key)
+            wanted = [value] if isinstance(value, str) else [v for v in (value or []) if isinstance(v, str)]
+            for name in wanted:
+                if not name:
+                    continue
+                known = names.has_node(name) if kind == "node" else name in names.tensors
+                if not known:
+                    pool = names.nodes if kind == "node" else names.tensors
+                    error = not_found(NodeNotFoundError if kind == "node" else TensorNotFoundError, kind, name,
+                                      sorted(pool), where=model.name)
+                    raise type(error)(f"step {i} ({step.op}): {error.message} (checked before any step ran)",
+                                      hint=error.hint)
+        names.after(step.op, args)
+
+
 def _apply(model: Model, op: str, args: dict[str, Any], *, check: bool) -> Model:
+    """Run one step (the raising form of its edit: NoChangeError says why a step changed nothing)."""
     if op == "merge":
         other = args.pop("other")
         return edit.merge(model, other, check=check, **args)

@@ -39,13 +39,16 @@ class GraphkitError(Exception):
 
     Args:
         message: What is wrong, naming the file, node or tensor.
-        hint: What to do about it.
+        hint: What to do about it, in the API's words (keywords such as ``downstream=True``).
+        cli_hint: The same advice in the command line's words (flags such as
+            ``--remove-node-downstream``), where it differs; the CLI prints it instead of ``hint``.
     """
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, cli_hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.cli_hint = cli_hint
 
     def __str__(self) -> str:  # KeyError would otherwise quote the message
         return self.message

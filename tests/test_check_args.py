@@ -68,6 +68,8 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
     builder = gk.GraphBuilder("b")
     builder.input("x", "float32", [2])
     broken = _fails_to_run()
+    relu = gk.GraphBuilder("relu")
+    relu.output(relu.node("Relu", [relu.input("v", "float32", ["batch", 4])], outputs=["r"]), "float32", ["batch", 4])
     return {
         "load": (gk.load, {"path": path, "lazy": None}),
         "save": (gk.save, {"model": model, "path": tmp / "o.onnx", "external": None, "location": None,
@@ -132,7 +134,7 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
         "set_dims": (gk.set_dims, {"model": model, "tensor": "x", "dims": {0: 2}}),
         "replace_dim": (gk.replace_dim, {"model": model, "dim": "batch", "new": 2, "check": True}),
         "replace_op": (gk.replace_op, {"model": model, "old_op": "Softmax", "new_op_type": "Identity",
-                                       "new_domain": "", "keep_attributes": False}),
+                                       "new_domain": "", "drop_attributes": True}),
         "set_opset": (gk.set_opset, {"model": model, "domain": "", "version": 18}),
         "cleanup": (gk.cleanup, {"model": model, "inputs": True}),
         "fold_constants": (gk.fold_constants, {"model": model, "max_bytes": 1024}),
@@ -143,8 +145,14 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
         "merge_constants": (gk.merge_constants, {"model": model, "check": True}),
         "simplify_with_report": (gk.simplify_with_report, {"model": model, "max_bytes": 1024, "check": True,
                                                            "passes": ["fold", "dead"]}),
+        "replace_span": (gk.replace_span, {"model": model, "inputs": ["m"], "outputs": ["s"],
+                                           "replacement": relu.build()}),
+        "rename_pattern": (gk.rename_pattern, {"model": model, "pattern": "^m$", "replacement": "m2", "prefix": "",
+                                               "scope": "all"}),
+        "add_output": (gk.add_output, {"model": model, "tensor": "m"}),
+        "remove_output": (gk.remove_output, {"model": gk.expose(model, ["m"]), "tensor": "m"}),
         "merge": (gk.merge, {"a": model, "b": model, "connect": {"y": "x"}, "prefixes": ("a/", "b/"),
-                             "outputs": None}),
+                             "outputs": None, "share_inputs": True}),
         "to_graphsurgeon": (gk.to_graphsurgeon, {"model": model}),
         "from_graphsurgeon": (gk.from_graphsurgeon, {"graph": gk.to_graphsurgeon(model), "like": model}),
         "apply_recipe": (gk.apply_recipe, {"model": model, "recipe": [{"op": "cleanup"}], "check": True}),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -59,7 +60,7 @@ def test_dynamic_and_fixed_dims(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 def test_replace_op_cleanup_and_save_recipe_replays(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     recipe = tmp_path / "r.yaml"
-    code, out = edit(tmp_path, "debug_markers.onnx", "--replace-op", "my::Debug=Identity", "--cleanup",
+    code, out = edit(tmp_path, "debug_markers.onnx", "--replace-op", "my::Debug=Identity", "--drop-attributes", "--cleanup",
                      "--set-attr", "/convs.0/Conv.group=1", "--allow-noop", "--save-recipe", str(recipe))
     assert code == 0
     assert "no change: cleanup" in capsys.readouterr().out
@@ -110,9 +111,9 @@ ERRORS = [
     ("linear_func.onnx", ["--rename", "outpt=z"], "'outpt'", "did you mean"),
     ("linear_func.onnx", ["--rename-node", "Add=Mul"], "'Mul'", "choose"),
     ("whole_model.onnx", ["--remove-node", "/Add"], "dangling", "bypass"),
-    ("linear_func.onnx", ["--bypass", "Add=5"], "no input #5", "input_index"),
+    ("linear_func.onnx", ["--bypass", "Add=5"], "no input #5", "--bypass NODE=INDEX"),
     ("linear_func.onnx", ["--insert-after", "cc=Relu"], "'cc'", "did you mean"),
-    ("srcnn.onnx", ["--set-initializer", "conv1.bias=[1, 2]"], "shape", "allow_reshape"),
+    ("srcnn.onnx", ["--set-initializer", "conv1.bias=[1, 2]"], "shape", "--allow-reshape"),
     ("linear_func.onnx", ["--freeze", "b=[[1]]"], "'b'", "same shape"),
     ("srcnn.onnx", ["--input-from-initializer", "/Constant_output_0"], "Constant", "--input-from-constant"),
     ("srcnn.onnx", ["--input-from-constant", "conv1.bias"], "initializer", "--input-from-initializer"),
@@ -126,6 +127,25 @@ ERRORS = [
 ]
 
 
+#: What a Python keyword or call looks like in a hint (``downstream=True``, ``prefixes=('a/'``, ``set_dims(``).
+_PYTHON_WORDS = re.compile(r"\b[a-z_]+=(True|False|None|\[|\(|\{|')|\b(set|remove|insert|bypass|rename|replace|"
+                           r"constant|initializer|input)_[a-z_]+\(")
+
+MORE_ERRORS = [
+    ("whole_model.onnx", ["--remove-node", "/convs1/convs1.0/Conv"], "dangling", "--remove-node-downstream"),
+    ("srcnn.onnx", ["--set-initializer", "conv1.bias=[1, 2]", "--allow-reshape", "--set-attr", "/conv1/Conv.grop=1"],
+     "grop", "did you mean"),
+    ("debug_markers.onnx", ["--replace-op", "my::Debug=Identity"], "['name']", "--drop-attributes"),
+    ("linear_func.onnx", ["--set-opset", "ai.onnx=13", "--replace-op", "Add=Gelu"], "introduced in opset 20",
+     "--set-opset ai.onnx=20"),
+    ("linear_func.onnx", ["--remove-output", "output"], "only graph output", "--add-output"),
+    ("linear_func.onnx", ["--rename-pattern", "^.*$=same"], "one name", "pattern"),
+    ("linear_func.onnx", ["--replace-span", "x:c"], "INPUTS:OUTPUTS=MODEL.onnx", "--replace-span"),
+    ("linear_func.onnx", ["--allow-reshape"], "--allow-reshape must follow --set-initializer", "--allow-reshape"),
+]
+ERRORS += MORE_ERRORS
+
+
 @pytest.mark.parametrize(("source", "options", "names", "hint"), ERRORS, ids=[" ".join(e[1]) for e in ERRORS])
 def test_errors_name_the_culprit_and_write_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                    source: str, options: list[str], names: str, hint: str) -> None:
@@ -134,6 +154,7 @@ def test_errors_name_the_culprit_and_write_nothing(tmp_path: Path, capsys: pytes
     err = capsys.readouterr().err
     assert code == 2, err
     assert "graphkit: error:" in err and names in err and "hint:" in err and hint in err.split("hint:")[1], err
+    assert not _PYTHON_WORDS.search(err.split("hint:")[1]), err
     assert "Traceback" not in err
     assert not out.exists() and list(tmp_path.iterdir()) == []
     assert digest(fixture(source)) == before
@@ -190,6 +211,169 @@ def test_python_dash_m_edit(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = tmp_path / "o.onnx"
     proc = subprocess.run([sys.executable, "-m", "graphkit", "edit", str(fixture("debug_markers.onnx")), str(out),
-                           "--replace-op", "my::Debug=Identity"], cwd=ROOT, env=env, capture_output=True, text=True)
+                           "--replace-op", "my::Debug=Identity", "--drop-attributes"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert {n.op_type for n in gk.load(out).graph.node} == {"Conv", "Identity"}
+
+
+def test_replace_span_round_trip_and_a_decomposed_layer_norm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from test_splice import WEIGHTS, X, decomposed_layer_norm, expected_block, transformer_block
+
+    block, span, ln = tmp_path / "block.onnx", tmp_path / "span.onnx", tmp_path / "ln.onnx"
+    gk.save(transformer_block(), block)
+    gk.save(decomposed_layer_norm(WEIGHTS["g1"], WEIGHTS["b1"]), ln)
+    assert main(["extract", str(block), str(span), "--inputs", "ln1_out", "h", "--outputs", "y"]) == 0
+    back = tmp_path / "back.onnx"
+    assert main(["edit", str(block), str(back), "--replace-span", f"ln1_out,h:y={span}"]) == 0
+    assert np.array_equal(gk.run(gk.load(back), {"x": X})["y"], gk.run(gk.load(block), {"x": X})["y"])
+    out = tmp_path / "decomposed.onnx"
+    recipe = tmp_path / "r.yaml"
+    assert main(["edit", str(block), str(out), "--replace-span", f"x=x:ln1_out=ln={ln}", "--save-recipe", str(recipe)]) == 0
+    assert "replacement: ln.onnx" in recipe.read_text()
+    np.testing.assert_allclose(gk.run(gk.load(out), {"x": X})["y"], expected_block(X), atol=1e-5)
+    capsys.readouterr()
+    assert main(["edit", str(block), str(tmp_path / "bad.onnx"), "--replace-span", f"x,h:ln2_out={ln}"]) == 2
+    err = capsys.readouterr().err
+    assert "the span has 2 inputs ('x', 'h')" in err and "--replace-span 'SPAN_IN=MODEL_IN" in err
+    assert "inputs={" not in err
+
+
+def test_replace_span_names_with_colons_and_commas_are_escaped(tmp_path: Path) -> None:
+    b = gk.GraphBuilder("tf")
+    x = b.input("in:0", "float32", [2])
+    r = b.node("Relu", [x], name="relu", outputs=["a,b:0"])
+    b.output(b.node("Neg", [r], name="neg", outputs=["out:0"]), "float32", [2])
+    model, part = tmp_path / "tf.onnx", tmp_path / "abs.onnx"
+    gk.save(b.build(), model)
+    b = gk.GraphBuilder("abs")
+    v = b.input("v", "float32", [2])
+    b.output(b.node("Abs", [v], name="abs", outputs=["w"]), "float32", [2])
+    gk.save(b.build(), part)
+    out = tmp_path / "out.onnx"
+    assert main(["edit", str(model), str(out), "--replace-span", rf"in\:0:a\,b\:0={part}"]) == 0
+    x = np.array([-2.0, 3.0], np.float32)
+    np.testing.assert_allclose(gk.run(gk.load(out), {"in:0": x})["out:0"], [-2.0, -3.0])
+
+
+def test_rename_pattern_prefix_scope_and_outputs_from_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = edit(tmp_path, "whole_model.onnx", "--rename-pattern", "^/(convs\\d)/=\\1.", "--scope", "nodes",
+                     "--prefix", "m_", "--scope", "tensors", "--add-output", "m_/Add_output_0", "--json")
+    assert code == 0, capsys.readouterr().err
+    model = gk.load(out)
+    assert "convs1.convs1.0/Conv" in {n.name for n in model.graph.node}
+    assert [i.name for i in model.graph.input] == ["m_input.1"]
+    assert [o.name for o in model.graph.output] == ["m_output", "m_/Add_output_0"]
+    whole = gk.load(fixture("whole_model.onnx"))
+    x = gk.make_feeds(whole)["input.1"]
+    got = gk.run(model, {"m_input.1": x})
+    want = gk.run(whole, {"input.1": x}, outputs=["output", "/Add_output_0"])
+    assert np.array_equal(got["m_output"], want["output"]) and np.array_equal(got["m_/Add_output_0"], want["/Add_output_0"])
+    capsys.readouterr()
+    assert main(["edit", str(fixture("whole_model.onnx")), str(tmp_path / "x.onnx"), "--scope", "nodes"]) == 2
+    assert "--scope 'nodes' must follow --rename-pattern or --prefix" in capsys.readouterr().err
+
+
+def test_a_mistyped_name_in_a_late_step_is_reported_before_any_step_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphkit import _recipe as recipe
+
+    ran: list[str] = []
+    real = recipe._apply
+    monkeypatch.setattr(recipe, "_apply", lambda model, op, args, check: ran.append(op) or real(model, op, args, check=check))
+    code, _ = edit(tmp_path, "whole_model.onnx", "--rename", "/Add_output_0=sum", "--insert-after", "sum=Relu",
+                   "--set-op-type", "sum/Relu=Sigmoid", "--fold-constants", "--set-attr", "/convs4/convs4.0/Cnv.group=1")
+    err = capsys.readouterr().err
+    assert code == 2 and ran == []
+    assert "step 5 (set_attribute): no node named '/convs4/convs4.0/Cnv'" in err and "checked before any step ran" in err
+    assert "'/convs4/convs4.0/Conv'" in err.split("hint:")[1]
+
+
+def test_a_no_op_step_among_others_is_a_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = edit(tmp_path, "linear_func.onnx", "--cleanup", "--set-op-type", "Add=Sub")
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "no change: cleanup" in text and "note: step 1 (cleanup): cleanup changes nothing" in text
+    code, _ = edit(tmp_path, "linear_func.onnx", "--cleanup", "--rename", "x=x")
+    assert code == 2 and "none of the 2 steps changes anything" in capsys.readouterr().err
+
+
+def _scaled_model(path: Path) -> None:
+    b = gk.GraphBuilder("net")
+    x = b.input("input", "float32", ["batch", 3, 2, 2])
+    w = b.initializer(np.array([1.0, 2.0, -1.0], np.float32).reshape(1, 3, 1, 1), "w")
+    b.output(b.node("Mul", [x, w], name="mul", outputs=["output"]), "float32", ["batch", 3, 2, 2])
+    gk.save(b.build(), path)
+
+
+def test_insert_with_operands_and_attributes_in_one_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model, out, recipe = tmp_path / "net.onnx", tmp_path / "pre.onnx", tmp_path / "pre.yaml"
+    _scaled_model(model)
+    std = np.array([0.229, 0.224, 0.225], np.float32).reshape(3, 1, 1)
+    np.save(tmp_path / "std.npy", std)
+    code = main(["edit", str(model), str(out),
+                 "--insert-after", "input=Sub", "--operand", "[[[0.485]], [[0.456]], [[0.406]]]",
+                 "--insert-after", "input/Sub_output=Div", "--operand", str(tmp_path / "std.npy"),
+                 "--insert-after", "output=Cast", "--attr", "to=float16", "--save-recipe", str(recipe)])
+    assert code == 0, capsys.readouterr().err
+    result = gk.load(out)
+    assert [n.op_type for n in result.graph.node] == ["Sub", "Div", "Mul", "Cast"]
+    assert result.graph.output[0].name == "output" and result.graph.output[0].type.tensor_type.elem_type == 10
+    x = np.random.default_rng(0).random((2, 3, 2, 2), dtype=np.float32)
+    mean = np.array([0.485, 0.456, 0.406], np.float32).reshape(3, 1, 1)
+    want = ((x - mean) / std * np.array([1.0, 2.0, -1.0], np.float32).reshape(1, 3, 1, 1)).astype(np.float16)
+    got = gk.run(result, {"input": x})["output"]
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-3)
+    replay = tmp_path / "replay.onnx"
+    assert main(["edit", str(model), str(replay), "--recipe", str(recipe)]) == 0
+    assert gk.load(replay).proto == result.proto
+    capsys.readouterr()
+    assert main(["edit", str(model), str(tmp_path / "x.onnx"), "--operand", "1.0"]) == 2
+    assert "--operand '1.0' must follow --insert-after" in capsys.readouterr().err
+    assert main(["edit", str(model), str(tmp_path / "x.onnx"), "--insert-after", "output=Cast",
+                 "--attr", "to=float17"]) == 2
+    assert "'float17' is none" in capsys.readouterr().err
+
+
+def test_edit_help_documents_node_addressing(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["edit", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "#N (the N-th node of the main graph" in text and "OP#K" in text and "FUNCTION/NODE" in text
+    readme = (ROOT / "README.md").read_text()
+    assert "`OP#K`" in readme and "`FUNCTION/NODE`" in readme
+
+
+def test_a_recipe_replays_every_new_edit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from test_splice import HIDDEN, SEQ, WEIGHTS, X, _layer_norm, decomposed_layer_norm
+
+    b = gk.GraphBuilder("net", opset=20)
+    b.opset("com.example", 1)
+    x = b.input("x", "float32", [1, SEQ, HIDDEN])
+    g1, b1 = b.initializer(WEIGHTS["g1"], "g1"), b.initializer(WEIGHTS["b1"], "b1")
+    ln = b.node("LayerNormalization", [x, g1, b1], name="ln", outputs=["ln1_out"], axis=-1, epsilon=1e-5)
+    gelu = b.node("MyGelu", [ln], name="act", outputs=["act_out"], domain="com.example", approximate="tanh")
+    b.output(b.node("MatMul", [gelu, b.initializer(WEIGHTS["wq"], "w")], name="proj", outputs=["y"]),
+             "float32", [1, SEQ, HIDDEN])
+    b.output(b.node("Identity", [ln], name="copy", outputs=["aux"]), "float32", [1, SEQ, HIDDEN])
+    net, part = tmp_path / "net.onnx", tmp_path / "ln.onnx"
+    gk.save(b.build(check=False), net)
+    gk.save(decomposed_layer_norm(WEIGHTS["g1"], WEIGHTS["b1"]), part)
+    out, recipe, replay = tmp_path / "out.onnx", tmp_path / "all.yaml", tmp_path / "replay.onnx"
+    options = ["--replace-span", f"x:ln1_out={part}", "--replace-op", "com.example::MyGelu=Gelu",
+               "--insert-after", "x=Mul", "--operand", "2.0", "--rename-pattern", "^ln1_=norm_", "--scope", "tensors",
+               "--prefix", "v2/", "--scope", "nodes", "--remove-output", "aux", "--add-output", "norm_out",
+               "--insert-after", "y=Cast", "--attr", "to=float16", "--set-initializer", f"w={tmp_path / 'w.npy'}",
+               "--allow-reshape"]
+    np.save(tmp_path / "w.npy", WEIGHTS["wk"])
+    assert main(["edit", str(net), str(out), *options, "--save-recipe", str(recipe)]) == 0, capsys.readouterr().err
+    steps = [s["op"] for s in (__import__("yaml").safe_load(recipe.read_text()))]
+    assert steps == ["replace_span", "replace_op", "insert_node", "rename_pattern", "rename_pattern", "remove_output",
+                     "add_output", "insert_node", "set_initializer"]
+    assert main(["edit", str(net), str(replay), "--recipe", str(recipe)]) == 0, capsys.readouterr().err
+    assert gk.load(replay).proto == gk.load(out).proto
+    normed = _layer_norm(2 * X.astype(np.float64), WEIGHTS["g1"], WEIGHTS["b1"])
+    gelu_tanh = 0.5 * normed * (1 + np.tanh(np.sqrt(2 / np.pi) * (normed + 0.044715 * normed**3)))
+    got = gk.run(gk.load(replay), {"x": X})
+    assert got["y"].dtype == np.float16 and list(got) == ["y", "norm_out"]
+    np.testing.assert_allclose(got["y"].astype(np.float64), gelu_tanh @ WEIGHTS["wk"], rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(got["norm_out"], normed, rtol=1e-4, atol=1e-5)

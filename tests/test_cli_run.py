@@ -160,3 +160,21 @@ def test_integer_ranges_are_inclusive_and_a_value_can_be_pinned(tmp_path: Path, 
     assert "did you mean 'm'" in capsys.readouterr().err
     assert main(["run", str(tmp_path / "ints.onnx"), "--value", "m=[[1,2],[3]"]) == 2
     assert "not JSON" in capsys.readouterr().err
+
+
+def test_saved_values_feed_a_sub_model_and_extra_keys_are_a_note(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    cut = "/convs1/convs1.2/Conv_output_0"
+    whole, sub = str(fixture("whole_model.onnx")), str(tmp_path / "sub.onnx")
+    ref, got = tmp_path / "ref.npz", tmp_path / "got.npz"
+    assert main(["run", whole, "--output", cut, "--output", "output", "--save", str(ref), "--opt-level", "disable"]) == 0
+    assert main(["extract", whole, sub, "--inputs", cut, "--outputs", "output"]) == 0
+    capsys.readouterr()
+    assert main(["run", sub, "--input", str(ref), "--save", str(got), "--opt-level", "disable"]) == 0
+    out = capsys.readouterr().out
+    assert f"note: {ref}: 2 array(s) that are no input of {sub} were ignored ('input.1', 'output')" in out
+    with np.load(ref) as a, np.load(got) as b:
+        assert np.array_equal(a["output"], b["output"])
+    assert main(["run", sub, "--input", str(ref), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"] == [
+        f"{ref}: 2 array(s) that are no input of {sub} were ignored ('input.1', 'output')"]

@@ -76,7 +76,7 @@ EDITS: dict[str, tuple[str | Callable[[], gk.Model], Callable[[gk.Model], gk.Mod
     "input_to_initializer": ("linear_func.onnx",
                              lambda m: gk.input_to_initializer(m, "b", np.ones((10, 10), np.float32))),
     "set_dims": ("model_static.onnx", lambda m: gk.set_dims(m, "in", {0: "batch"})),
-    "replace_op": ("debug_markers.onnx", lambda m: gk.replace_op(m, "my::Debug")),
+    "replace_op": ("debug_markers.onnx", lambda m: gk.replace_op(m, "my::Debug", drop_attributes=True)),
     "set_opset": ("debug_markers.onnx", lambda m: gk.set_opset(m, "my", 2)),
     "cleanup": (lambda: _with_dead_node(load("my_add.onnx")), gk.cleanup),
     "fold_constants": (foldable_model, gk.fold_constants),
@@ -263,9 +263,9 @@ def test_bypass_node_rewires_readers() -> None:
 
 def test_bypass_node_whose_output_is_a_graph_output_keeps_the_name() -> None:
     model = load("debug_markers.onnx")
-    result = gk.replace_op(gk.bypass_node(model, "/Debug_3"), "my::Debug")
+    result = gk.replace_op(gk.bypass_node(model, "/Debug_3"), "my::Debug", drop_attributes=True)
     assert [o.name for o in result.graph.output] == ["output"]
-    reference = gk.replace_op(model, "my::Debug")
+    reference = gk.replace_op(model, "my::Debug", drop_attributes=True)
     assert outputs_close(reference, result)
 
 
@@ -451,14 +451,47 @@ def test_set_dims_refreshes_stale_value_info() -> None:
 # ------------------------------------------------------------------------------ ops and opsets
 
 
-def test_replace_debug_by_identity_drops_domain_and_attributes() -> None:
+def test_replace_debug_by_identity_drops_domain_and_refused_attributes() -> None:
     model = load("debug_markers.onnx")
-    result = gk.replace_op(model, "my::Debug", "Identity")
+    with pytest.raises(gk.EditError) as err:
+        gk.replace_op(model, "my::Debug", "Identity")
+    assert "has attributes ['name'] that Identity (at ai.onnx opset" in err.value.message
+    assert "drop_attributes=True" in (err.value.hint or "") and "--drop-attributes" in (err.value.cli_hint or "")
+    result = gk.replace_op(model, "my::Debug", "Identity", drop_attributes=True)
     assert {n.op_type for n in result.graph.node} == {"Conv", "Identity"}
     assert all(not n.attribute for n in result.graph.node if n.op_type == "Identity")
     assert {o.domain for o in result.proto.opset_import} == {""}
     conv_only = gk.run(result)  # now runs in ONNX Runtime: the Debug markers were the only obstacle
     assert conv_only["output"].shape == (1, 3, 10, 10)
+
+
+_MY_GELU = """
+<ir_version: 9, opset_import: ["" : %d, "com.example" : 1]>
+g (float[6] x) => (float[6] y) {
+    y = com.example.MyGelu<approximate = "tanh">(x)
+}
+"""
+
+
+def test_replace_op_keeps_the_attributes_the_new_schema_takes(tmp_path: Path) -> None:
+    result = gk.replace_op(gk.parse_model(_MY_GELU % 20), "com.example::MyGelu", "Gelu")
+    node = result.graph.node[0]
+    assert node.op_type == "Gelu" and [(a.name, a.s) for a in node.attribute] == [("approximate", b"tanh")]
+    assert {o.domain for o in result.proto.opset_import} == {""}
+    gk.save(result, tmp_path / "gelu.onnx")
+    x = np.linspace(-3, 3, 6, dtype=np.float32)
+    tanh = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+    np.testing.assert_allclose(gk.run(gk.load(tmp_path / "gelu.onnx"), {"x": x})["y"], tanh, rtol=1e-5, atol=1e-6)
+
+
+def test_replace_op_names_the_opset_that_introduced_the_operator() -> None:
+    with pytest.raises(gk.EditError) as err:
+        gk.replace_op(gk.parse_model(_MY_GELU % 17), "com.example::MyGelu", "Gelu")
+    assert err.value.message == "Gelu does not exist at ai.onnx opset 17, the model's; it was introduced in opset 20"
+    assert "set_opset('', 20)" in (err.value.hint or "") and "--set-opset ai.onnx=20" in (err.value.cli_hint or "")
+    with pytest.raises(gk.NameNotFoundError) as unknown:
+        gk.replace_op(gk.parse_model(_MY_GELU % 20), "com.example::MyGelu", "Gelux")
+    assert "'Gelu'" in (unknown.value.hint or "")
 
 
 def test_replace_unknown_op_suggests() -> None:
@@ -725,16 +758,24 @@ def test_recipe_steps_are_checked_before_any_edit() -> None:
     assert "'neww'" in str(err.value) and "new" in err.value.hint
 
 
-def test_recipe_no_op_step_is_skipped_in_python_and_refused_by_run_steps() -> None:
+def test_recipe_no_op_step_is_a_note_and_only_a_no_op_edit_is_refused() -> None:
     model = load("linear_func.onnx")
     steps = [{"op": "set_op_type", "node": "Add", "op_type": "Sub"}, {"op": "set_op_type", "node": "Add", "op_type": "Sub"}]
     assert gk.apply_recipe(model, steps).graph.node[1].op_type == "Sub"
     assert gk.apply_recipe(model, [*steps[:1], {"op": "cleanup"}]).graph.node[1].op_type == "Sub"
-    with pytest.raises(gk.NoChangeError) as err:
-        run_steps(model, parse_steps(steps))
-    assert "step 2" in str(err.value) and "--allow-noop" in err.value.hint
-    result, done = run_steps(model, parse_steps(steps), allow_noop=True)
+    result, done = run_steps(model, parse_steps(steps))
     assert [d.changed for d in done] == [True, False] and result.graph.node[1].op_type == "Sub"
+    assert done[1].note.startswith("step 2 (set_op_type): ") and "changes nothing" in done[1].note
+    nothing = parse_steps([{"op": "cleanup"}, {"op": "rename_tensor", "old": "x", "new": "x"}])
+    with pytest.raises(gk.NoChangeError) as err:
+        run_steps(model, nothing)
+    assert "none of the 2 steps changes anything: step 1 (cleanup)" in str(err.value)
+    assert "allow_noop=True" in (err.value.hint or "") and "--allow-noop" in (err.value.cli_hint or "")
+    with pytest.raises(gk.NoChangeError) as single:
+        run_steps(model, parse_steps([{"op": "cleanup"}]))
+    assert str(single.value).startswith("cleanup changes nothing")
+    _, done = run_steps(model, nothing, allow_noop=True)
+    assert [d.changed for d in done] == [False, False]
 
 
 def test_no_op_edits_return_the_input_model_itself() -> None:
@@ -744,3 +785,47 @@ def test_no_op_edits_return_the_input_model_itself() -> None:
     assert gk.cleanup(model) is model
     assert gk.apply_recipe(model, [{"op": "cleanup"}]) is model
     assert gk.set_op_type(model, model.graph.node[1].name, "Sub") is not model
+
+
+_WITH_FUNCTION = """
+<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
+g (float[4] x) => (float[4] y) {
+    t = local.Block(x)
+    y = Relu(t)
+}
+<domain: "local", opset_import: ["" : 17]>
+Block (a) => (b) {
+    scaled = Mul(a, a)
+    kept = Identity(scaled)
+    b = LeakyRelu<alpha = 0.5>(kept)
+}
+"""
+
+
+def test_nodes_inside_local_functions_are_addressable() -> None:
+    model = gk.parse_model(_WITH_FUNCTION)
+    x = np.array([-2.0, -1.0, 1.0, 2.0], np.float32)
+    changed = gk.set_attribute(model, "Block/LeakyRelu#0", "alpha", 0.25)
+    assert next(a.f for a in changed.proto.functions[0].node[2].attribute if a.name == "alpha") == 0.25
+    bypassed = gk.bypass_node(changed, "Block/#1")
+    assert [n.op_type for n in bypassed.proto.functions[0].node] == ["Mul", "LeakyRelu"]
+    sub = gk.set_op_type(bypassed, "local::Block/Mul#0", "Sub")
+    np.testing.assert_allclose(gk.run(sub, {"x": x})["y"], np.zeros(4, np.float32))
+    np.testing.assert_allclose(gk.run(bypassed, {"x": x})["y"], x * x)
+    assert model.proto.functions[0].node[1].op_type == "Identity"  # (the input is unchanged)
+    with pytest.raises(gk.EditError) as err:
+        gk.set_attribute(model, "Block/LeakyRelu#5", "alpha", 0.1)
+    assert "function 'Block' of model 'g' has 1 LeakyRelu nodes; there is no LeakyRelu#5" in str(err.value)
+    with pytest.raises(gk.NodeNotFoundError) as unknown:
+        gk.set_attribute(model, "Block/kep", "alpha", 0.1)
+    assert "no node of function 'Block' named 'kep'" in str(unknown.value)
+
+
+def test_nodes_by_operator_and_position() -> None:
+    model = load("whole_model.onnx")
+    result = gk.rename_node(model, "Conv#4", "fifth_conv")
+    changed = [old.name for n, old in zip(result.graph.node, model.graph.node) if n != old]
+    assert changed == ["/convs2/convs2.1/Conv"] and result.graph.node[4].name == "fifth_conv"
+    with pytest.raises(gk.EditError) as err:
+        gk.set_attribute(model, "Conv#10", "group", 1)
+    assert "has 10 Conv nodes; there is no Conv#10" in err.value.message and "Conv#9" in (err.value.hint or "")

@@ -13,7 +13,9 @@ from an If/Loop/Scan body is renamed there too, unless the body defines the same
 The families: ``attributes``; ``renames``; ``structure`` (insert, remove, bypass); ``values``
 (initializers, Constant outputs, graph inputs); ``shapes`` (set_dims); ``opsets`` (set_op_type,
 replace_op, set_opset); ``cleaning`` (the one dead-node removal, cleanup); ``merging``;
-``graphsurgeon`` (the only importer of onnx_graphsurgeon). ``_common`` holds what they share.
+``graphsurgeon`` (the only importer of onnx_graphsurgeon); ``outputs`` (add and remove graph outputs);
+``splice`` (replace_span). ``_common`` holds what they share, ``_opset_merge`` the one reconciliation
+of two models' opset imports (merge, splice).
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from graphkit._edit.cleaning import cleanup
 from graphkit._edit.graphsurgeon import from_graphsurgeon, to_graphsurgeon
 from graphkit._edit.merging import merge
 from graphkit._edit.opsets import replace_op, set_op_type, set_opset
-from graphkit._edit.renames import rename_node, rename_tensor
+from graphkit._edit.outputs import add_output, remove_output
+from graphkit._edit.renames import rename_node, rename_pattern, rename_tensor
 from graphkit._edit.shapes import replace_dim, set_dims
+from graphkit._edit.splice import replace_span
 from graphkit._edit.structure import bypass_node, insert_node, remove_node
 from graphkit._edit.values import (
     constant_to_input,
@@ -34,6 +38,7 @@ from graphkit._edit.values import (
 )
 
 __all__ = [
+    "add_output",
     "bypass_node",
     "cleanup",
     "constant_to_input",
@@ -44,10 +49,13 @@ __all__ = [
     "merge",
     "remove_attribute",
     "remove_node",
+    "remove_output",
     "rename_node",
+    "rename_pattern",
     "rename_tensor",
     "replace_dim",
     "replace_op",
+    "replace_span",
     "set_attribute",
     "set_dims",
     "set_initializer",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,15 +37,27 @@ STANDARD_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.pr
 
 @dataclass(frozen=True)
 class _Found:
-    """A node located in some graph of a model."""
+    """A node located in some graph of a model, or in a local function.
+
+    For a function's node, ``graph`` is a graph holding copies of the function's nodes (what the
+    graph-level edits walk) and ``node`` the function's node itself; an edit that changes ``graph``
+    calls ``write_back`` before it finishes.
+    """
 
     graph: onnx.GraphProto
     index: int
     where: str
+    function: onnx.FunctionProto | None = None
 
     @property
     def node(self) -> onnx.NodeProto:
-        return self.graph.node[self.index]
+        return (self.function or self.graph).node[self.index]
+
+    def write_back(self) -> None:
+        """Put the edited copies of a function's nodes back into the function (a graph's: nothing to do)."""
+        if self.function is not None:
+            del self.function.node[:]
+            self.function.node.extend(self.graph.node)
 
 
 def _all_node_names(proto: onnx.ModelProto) -> list[str]:
@@ -52,31 +65,80 @@ def _all_node_names(proto: onnx.ModelProto) -> list[str]:
     return [name for g, _ in iter_graphs(proto.graph) for name in GraphIndex(g).positions_by_name]
 
 
+#: ``OP#k``: the k-th node (from 0) of operator OP (``Conv#2``, ``my::Debug#0``).
+_OP_POSITION = re.compile(r"^(?P<op>[^#]+)#(?P<k>\d+)$")
+
+
 def _find_node(model: Model, proto: onnx.ModelProto, name: str) -> _Found:
-    """Locate a node by name in any graph, or ``#<i>`` for the main graph's i-th node.
+    """Locate a node: by name in any graph; ``#<i>``, the main graph's i-th node; ``OP#k``, the main
+    graph's k-th node of operator OP; ``FUNCTION/NODE``, a node (by name, ``#<i>`` or ``OP#k``) of
+    a local function. A node's own name wins over the other readings.
 
     Raises:
         NodeNotFoundError: No node has that name (with did-you-mean).
-        EditError: Several nodes share the name.
+        EditError: Several nodes share the name; a position beyond the nodes there are.
     """
     hits = [_Found(g, i, where) for g, where in iter_graphs(proto.graph)
             for i in GraphIndex(g).positions_by_name.get(name, ())]
-    if not hits:
-        main = GraphIndex(proto.graph)
-        index = main.node_index(name)  # (no node has the name: a '#<i>' position, if it is one)
-        if index is not None:
-            return _Found(proto.graph, index, "main graph")
-        position = position_ref(name)
-        if position is not None:
-            raise EditError(f"{model.name} has {len(main.nodes)} nodes; there is no node #{position}",
-                            hint=f"use #0 to #{len(main.nodes) - 1}, or a node name")
-        raise not_found(NodeNotFoundError, "node", name, _all_node_names(proto), where=model.name)
     if len(hits) > 1:
         places = ", ".join(sorted({h.where for h in hits}))
         raise EditError(f"{len(hits)} nodes are named {name!r} in {model.name} ({places})",
-                        hint="name a main-graph node by its position instead, e.g. '#3' "
+                        hint="name a main-graph node by its position instead, e.g. '#3' or 'Conv#0' "
                              "('python -m graphkit inspect MODEL --nodes' lists the positions)")
-    return hits[0]
+    if hits:
+        return hits[0]
+    index = _position_in(list(proto.graph.node), name, model.name, "the main graph")
+    if index is not None:
+        return _Found(proto.graph, index, "main graph")
+    function, _, inner = name.partition("/")
+    for func in proto.functions:
+        if function in (func.name, f"{func.domain}::{func.name}") and inner:
+            nodes = list(func.node)
+            index = next((i for i, n in enumerate(nodes) if n.name == inner), None)
+            if index is None:
+                index = _position_in(nodes, inner, model.name, f"function {func.name!r}")
+            if index is None:
+                raise not_found(NodeNotFoundError, f"node of function {func.name!r}", inner,
+                                [n.name for n in nodes if n.name], where=model.name)
+            return _Found(_function_graph(func), index, f"function {func.name!r}", func)
+    candidates = _all_node_names(proto) + [f"{f.name}/{n.name}" for f in proto.functions for n in f.node if n.name]
+    raise not_found(NodeNotFoundError, "node", name, candidates, where=model.name)
+
+
+def _position_in(nodes: list[onnx.NodeProto], ref: str, model: str, where: str) -> int | None:
+    """The position ``#<i>`` or ``OP#k`` names among ``nodes`` (None: not such a reference).
+
+    Raises:
+        EditError: The position is beyond the nodes there are.
+    """
+    position = position_ref(ref)
+    if position is not None:
+        if position < len(nodes):
+            return position
+        raise EditError(f"{where} of {model} has {len(nodes)} nodes; there is no node #{position}",
+                        hint=f"use #0 to #{len(nodes) - 1}, or a node name")
+    match = _OP_POSITION.match(ref)
+    if match is None:
+        return None
+    op, k = match.group("op"), int(match.group("k"))
+    same = [i for i, n in enumerate(nodes) if op in (n.op_type, f"{n.domain}::{n.op_type}")]
+    if not same:
+        return None
+    if k < len(same):
+        return same[k]
+    raise EditError(f"{where} of {model} has {len(same)} {op} nodes; there is no {op}#{k}",
+                    hint=f"use {op}#0 to {op}#{len(same) - 1}")
+
+
+def _function_graph(func: onnx.FunctionProto) -> onnx.GraphProto:
+    """A graph holding copies of a function's nodes, its inputs and outputs as untyped graph inputs and
+    outputs (for the edits that walk a graph)."""
+    holder = onnx.GraphProto()
+    holder.name = func.name
+    holder.node.extend(func.node)
+    holder.input.extend(helper.make_empty_tensor_value_info(n) for n in func.input)
+    holder.output.extend(helper.make_empty_tensor_value_info(n) for n in func.output)
+    return holder
 
 
 def _find_scope(model: Model, proto: onnx.ModelProto, tensor: str) -> tuple[onnx.GraphProto, str]:
@@ -206,7 +268,8 @@ def _finish(before: Model, proto: onnx.ModelProto, *, check: bool, what: str, ba
     """
     if proto.SerializeToString(deterministic=True) == before.lazy_proto.SerializeToString(deterministic=True):
         raise NoChangeError(f"{what} changes nothing in {before.name}",
-                            hint="drop this edit, or pass --allow-noop to accept edits that change nothing")
+                            hint="drop this edit (an edit that changes nothing returns its input model)",
+                            cli_hint="drop this edit, or pass --allow-noop to accept edits that change nothing")
     result = Model(proto, base_dir if base_dir is not None else before.base_dir, None)
     if retype:
         try:

@@ -9,12 +9,14 @@ import onnx
 from onnx import helper, numpy_helper
 
 from graphkit import _check_args as argcheck
+from graphkit._build import dtype_to_onnx
 from graphkit._edit._common import _A, _find_node, _finish, _noop_returns_input, _schema
 from graphkit._graph import node_label
 from graphkit._model import Model
 from graphkit.errors import (
     EditError,
     NameNotFoundError,
+    UsageError,
     not_found,
 )
 
@@ -75,7 +77,8 @@ def remove_attribute(model: Model, /, node: str, attribute: str, *, check: bool 
     schema = _schema(proto, target.op_type, target.domain)
     if schema is not None and name in schema.attributes and schema.attributes[name].required:
         raise EditError(f"attribute {name!r} of {node_label(target)} is required by {target.op_type}",
-                        hint="set another value with set_attribute instead")
+                        hint="set another value with set_attribute instead",
+                        cli_hint="set another value with --set-attr instead")
     kept = [a for a in target.attribute if a.name != name]
     del target.attribute[:]
     target.attribute.extend(kept)
@@ -95,10 +98,20 @@ def _expected_attr_type(model: Model, proto: onnx.ModelProto, node: onnx.NodePro
     return cast(int, schema.attributes[name].type)
 
 
+#: INT attributes that hold an ONNX data type: a dtype name ("float16") is accepted for them.
+DTYPE_ATTRIBUTES = frozenset({"to", "dtype", "output_dtype"})
+
+
 def _make_attribute(name: str, value: Any, expected: int | None, label: str) -> onnx.AttributeProto:
     """Build an attribute of the expected type, converting safely, or raise EditError."""
     if isinstance(value, onnx.TensorProto):
         value = numpy_helper.to_array(value)
+    if expected == _A.INT and name in DTYPE_ATTRIBUTES and isinstance(value, str):
+        try:
+            value = dtype_to_onnx(value)
+        except UsageError as err:
+            raise EditError(f"attribute {name!r} of {label} is a data type; {value!r} is none",
+                            hint="give a dtype name such as float16, float32, int64 or bool") from err
     if expected is None:
         if isinstance(value, (list, tuple)) and not value:
             raise EditError(f"cannot tell the type of the empty list for attribute {name!r} of {label}",

@@ -3,6 +3,8 @@ operator (replace_op), the model's opset imports (set_opset)."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import onnx
 from onnx import helper
 
@@ -62,19 +64,44 @@ def set_op_type(model: Model, /, node: str, op_type: str, domain: str | None = N
     return _finish(model, proto, check=check, what=f"set_op_type {node}", retype=True)
 
 
+def _new_schema(proto: onnx.ModelProto, op_type: str, domain: str) -> onnx.defs.OpSchema:
+    """The schema of ``op_type`` at the model's opset of ``domain`` (the newest when not imported).
+
+    Raises:
+        EditError: The operator exists, but only from a later opset (which one is named).
+        NameNotFoundError: The domain has no such operator (with did-you-mean).
+    """
+    imported = _opset_version(proto, domain)
+    version = imported or onnx.defs.onnx_opset_version()
+    try:
+        return onnx.defs.get_schema(op_type, version, domain)
+    except onnx.defs.SchemaError as err:
+        since = _introduced(op_type, domain)
+        label = domain or "ai.onnx"
+        if since is not None:
+            raise EditError(f"{op_type} does not exist at {label} opset {version}, the model's; it was introduced "
+                            f"in opset {since}",
+                            hint=f"raise the model's opset first (set_opset({domain!r}, {since})), then replace",
+                            cli_hint=f"raise the model's opset first (--set-opset {label}={since}), then replace") from err
+        known = sorted({s.name for s in onnx.defs.get_all_schemas() if s.domain == domain})
+        error = not_found(NameNotFoundError, f"operator in domain {label!r} (opset {version})", op_type, known)
+        raise error from err
+
+
+def _introduced(op_type: str, domain: str) -> int | None:
+    """The opset that introduced ``op_type`` in ``domain`` (None: no opset has it)."""
+    versions = [int(s.since_version) for s in onnx.defs.get_all_schemas_with_history()
+                if s.name == op_type and s.domain == domain]
+    return min(versions) if versions else None
+
+
 def _check_op_fits(proto: onnx.ModelProto, node: onnx.NodeProto, op_type: str, domain: str, *,
                    keep_attributes: bool) -> None:
-    """Refuse an operator the domain does not have, or that the node's inputs/attributes do not fit."""
+    """Refuse an operator the domain does not have (at the model's opset), or that the node's
+    inputs/attributes do not fit."""
     if domain not in STANDARD_DOMAINS:
         return
-    version = _opset_version(proto, domain) or onnx.defs.onnx_opset_version()
-    try:
-        schema = onnx.defs.get_schema(op_type, version, domain)
-    except onnx.defs.SchemaError as err:
-        known = sorted({s.name for s in onnx.defs.get_all_schemas() if s.domain == domain})
-        error = not_found(NameNotFoundError, f"operator in domain {domain or 'ai.onnx'!r} (opset {version})",
-                          op_type, known)
-        raise error from err
+    schema = _new_schema(proto, op_type, domain)
     label = node_label(node)
     inputs = len(node.input)
     if not schema.min_input <= inputs <= schema.max_input:
@@ -85,10 +112,23 @@ def _check_op_fits(proto: onnx.ModelProto, node: onnx.NodeProto, op_type: str, d
         raise EditError(f"{label} has {outputs} outputs; {op_type} gives {schema.min_output} to {schema.max_output}",
                         hint="pick an operator with the same outputs")
     if keep_attributes:
-        extra = [a.name for a in node.attribute if a.name not in schema.attributes]
+        extra = _refused_attributes(schema, node)
         if extra:
             raise EditError(f"{label} has attributes {extra} that {op_type} does not take",
-                            hint="remove them first (remove_attribute / --remove-attr)")
+                            hint="remove them first (remove_attribute)", cli_hint="remove them first (--remove-attr)")
+
+
+def _refused_attributes(schema: onnx.defs.OpSchema, node: onnx.NodeProto) -> list[str]:
+    """The node's attributes the schema does not accept: unknown names, or a type it does not declare."""
+    refused = []
+    for attr in node.attribute:
+        declared = schema.attributes.get(attr.name)
+        if declared is None:
+            refused.append(attr.name)
+        elif _declared_type(declared) != int(attr.type):
+            refused.append(f"{attr.name} ({onnx.AttributeProto.AttributeType.Name(attr.type)}, "
+                           f"{schema.name} takes {onnx.AttributeProto.AttributeType.Name(_declared_type(declared))})")
+    return refused
 
 
 def _check_relabelled(proto: onnx.ModelProto, domain: str, version: int) -> None:
@@ -109,29 +149,33 @@ def _check_relabelled(proto: onnx.ModelProto, domain: str, version: int) -> None
 
 @_noop_returns_input
 def replace_op(model: Model, /, old_op: str, new_op_type: str = "Identity", *, new_domain: str = "",
-               keep_attributes: bool = False, check: bool = True) -> Model:
+               drop_attributes: bool = False, check: bool = True) -> Model:
     """Replace every node of one operator (in every graph and local function) by another operator.
 
-    The replaced nodes lose their attributes (unless ``keep_attributes``); a domain no node uses any
-    more loses its opset import.
+    The nodes keep the attributes the new operator's schema accepts at the model's opset (a
+    ``com.example::MyGelu`` keeps ``approximate="tanh"`` as a ``Gelu``); attributes it does not accept
+    are refused, listed, unless ``drop_attributes``. An operator of a custom domain (no schema) keeps
+    every attribute. A domain no node uses any more loses its opset import.
 
     Args:
         model: The model to edit (not modified).
         old_op: The operator to replace, ``domain::OpType`` (e.g. ``my::Debug``) or ``OpType`` for ai.onnx.
         new_op_type: The operator to use instead.
         new_domain: Its domain ("" is ai.onnx).
-        keep_attributes: Keep the nodes' attributes.
+        drop_attributes: Drop the attributes the new operator does not accept instead of refusing them.
         check: Validate the result.
 
     Raises:
         NodeNotFoundError: No node has that operator (with did-you-mean over the model's operators).
-        EditError: A node's inputs, outputs or attributes do not fit the new operator.
+        EditError: The new operator does not exist at the model's opset (the opset that introduced it is
+            named); a node's inputs or outputs do not fit it; attributes it does not accept (listed),
+            without ``drop_attributes``.
     """
     argcheck.instance(model, "model", Model, argcheck.MODEL)
     argcheck.name(old_op, "old_op", what="operator")
     argcheck.name(new_op_type, "new_op_type", what="operator")
     argcheck.name(new_domain, "new_domain", what="domain", empty=True)
-    argcheck.boolean(keep_attributes, "keep_attributes")
+    argcheck.boolean(drop_attributes, "drop_attributes")
     argcheck.boolean(check, "check")
     proto = model.copy().lazy_proto
     domain, op_type = _split_op(old_op)
@@ -140,21 +184,40 @@ def replace_op(model: Model, /, old_op: str, new_op_type: str = "Identity", *, n
     if not targets:
         present = sorted({(f"{n.domain}::" if _norm_domain(n.domain) else "") + n.op_type for n in _every_node(proto)})
         raise not_found(NodeNotFoundError, "operator", old_op, present, where=model.name)
+    schema = _new_schema(proto, new_op_type, new_dom) if new_dom in STANDARD_DOMAINS else None
     for node in targets:
+        refused = _refused_attributes(schema, node) if schema is not None else []
+        if refused and not drop_attributes:
+            where = f"{new_dom or 'ai.onnx'} opset {_opset_version(proto, new_dom) or onnx.defs.onnx_opset_version()}"
+            raise EditError(f"{node_label(node)} has attributes {refused} that {new_op_type} (at {where}) does not take",
+                            hint="drop them (drop_attributes=True), or pick an operator that takes them",
+                            cli_hint="drop them (--drop-attributes after --replace-op), or pick an operator that "
+                                     "takes them")
         probe = onnx.NodeProto()
         probe.CopyFrom(node)
-        if not keep_attributes:
-            del probe.attribute[:]
+        _keep_accepted(probe, schema)
         _check_op_fits(proto, probe, new_op_type, new_dom, keep_attributes=True)
     for node in targets:
         node.op_type = new_op_type
         node.domain = new_dom
-        if not keep_attributes:
-            del node.attribute[:]
+        _keep_accepted(node, schema)
     _ensure_opset(proto, new_dom)
     if domain and domain not in {_norm_domain(n.domain) for n in _every_node(proto)}:
         _drop_opsets(proto, {domain})
     return _finish(model, proto, check=check, what=f"replace_op {old_op} -> {new_op_type}", retype=True)
+
+
+def _declared_type(attribute: onnx.defs.OpSchema.Attribute) -> int:
+    """A schema attribute's type as an AttributeProto type number."""
+    return cast(int, attribute.type)
+
+
+def _keep_accepted(node: onnx.NodeProto, schema: onnx.defs.OpSchema | None) -> None:
+    if schema is None:
+        return
+    kept = [a for a in node.attribute if a.name in schema.attributes and _declared_type(schema.attributes[a.name]) == int(a.type)]
+    del node.attribute[:]
+    node.attribute.extend(kept)
 
 
 @_noop_returns_input
@@ -181,7 +244,7 @@ def set_opset(model: Model, /, domain: str, version: int | None, *, check: bool 
         if users:
             raise EditError(f"cannot remove the opset import of {domain or 'ai.onnx'!r}: "
                             f"{len(users)} nodes use it, e.g. {node_label(users[0])}",
-                            hint="replace those nodes first (replace_op / --replace-op)")
+                            hint="replace those nodes first (replace_op)", cli_hint="replace those nodes first (--replace-op)")
         _drop_opsets(proto, {dom})
     else:
         if isinstance(version, bool) or int(version) < 1:

@@ -31,6 +31,7 @@ from graphkit._edit._common import (
 from graphkit._edit.attributes import _make_attribute, _schema_attr_type
 from graphkit._edit.cleaning import _prune
 from graphkit._edit.opsets import _check_op_fits
+from graphkit._edit.values import _coerce
 from graphkit._graph import GraphIndex, graph_tensor_names, node_label, node_reads
 from graphkit._model import Model
 from graphkit._typing import tensor_types
@@ -43,14 +44,29 @@ from graphkit.errors import (
 
 
 def _check_node_inputs(inputs: Any) -> None:
-    """insert_node's ``inputs``: tensor names or arrays (new initializers)."""
+    """insert_node's ``inputs``: tensor names, arrays, or numbers and lists of numbers (new initializers)."""
     if isinstance(inputs, (str, bytes, Mapping)) or not isinstance(inputs, Sequence):
-        raise ArgumentTypeError(f"inputs= must be a list of tensor names or arrays, not {argcheck.describe(inputs)}",
-                                hint="e.g. inputs=['scale'] or inputs=[numpy.array([2.0], 'float32')]")
+        raise ArgumentTypeError(f"inputs= must be a list of tensor names, arrays or numbers, not "
+                                f"{argcheck.describe(inputs)}",
+                                hint="e.g. inputs=['scale'], inputs=[numpy.array([2.0], 'float32')] or inputs=[0.5]")
     for i, item in enumerate(inputs):
-        if not isinstance(item, (str, np.ndarray)):
-            raise ArgumentTypeError(f"inputs[{i}]= must be a tensor name or a numpy array, not "
-                                    f"{argcheck.describe(item)}", hint="wrap numbers in numpy.array(..., dtype)")
+        if not isinstance(item, (str, np.ndarray)) and not _plain_numbers(item):
+            raise ArgumentTypeError(f"inputs[{i}]= must be a tensor name, a numpy array, a number or a list of "
+                                    f"numbers, not {argcheck.describe(item)}",
+                                    hint="e.g. 0.5, [0.485, 0.456, 0.406] or numpy.array(..., dtype)")
+
+
+def _plain_numbers(value: Any) -> bool:
+    """A finite-depth number or (nested) list of numbers, booleans left out."""
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, (list, tuple)) and seen < 10**7:
+            stack.extend(item)
+        elif isinstance(item, bool) or not isinstance(item, (int, float, np.integer, np.floating)):
+            return False
+    return True
 
 
 @_noop_returns_input
@@ -82,12 +98,14 @@ def bypass_node(model: Model, /, node: str, input_index: int = 0, *, check: bool
     inputs = list(target.input)
     if not 0 <= input_index < len(inputs) or not inputs[input_index]:
         raise EditError(f"{label} has no input #{input_index} (its inputs: {inputs})",
-                        hint=f"choose input_index between 0 and {len(inputs) - 1}")
+                        hint=f"choose input_index between 0 and {len(inputs) - 1}",
+                        cli_hint=f"choose an input between 0 and {len(inputs) - 1} (--bypass NODE=INDEX)")
     source = inputs[input_index]
     used = [o for o in target.output if o and _readers(graph, o)]
     if len(used) > 1:
         raise EditError(f"{label} has {len(used)} outputs in use ({used}); bypassing would leave one dangling",
-                        hint="remove the node with its readers (remove_node downstream=True) or rewire them first")
+                        hint="remove the node with its readers (remove_node(..., downstream=True)) or rewire them first",
+                        cli_hint="remove the node with its readers (--remove-node-downstream) or rewire them first")
     out = used[0] if used else (target.output[0] if target.output else "")
     src_type, out_type = _elem_type(graph, source), _elem_type(graph, out)
     if graph is proto.graph and not (src_type and out_type):
@@ -95,12 +113,14 @@ def bypass_node(model: Model, /, node: str, input_index: int = 0, *, check: bool
         src_type, out_type = src_type or inferred.get(source, 0), out_type or inferred.get(out, 0)
     if src_type and out_type and src_type != out_type:
         raise EditError(f"cannot bypass {label}: its input {source!r} is {_dtype_name(src_type)} but its output "
-                        f"{out!r} is {_dtype_name(out_type)}", hint="choose another input_index, or keep the node")
+                        f"{out!r} is {_dtype_name(out_type)}", hint="choose another input_index, or keep the node",
+                        cli_hint="bypass to another input (--bypass NODE=INDEX), or keep the node")
     is_output = out in {o.name for o in graph.output}
     if is_output and (source not in GraphIndex(graph).producer or source in {o.name for o in graph.output}):
         raise EditError(f"cannot bypass {label}: its output {out!r} is a graph output and its input {source!r} "
                         "is not produced by a node of the same graph",
-                        hint="replace the node by Identity instead (set_op_type NODE Identity)")
+                        hint="replace the node by Identity instead (set_op_type(model, node, 'Identity'))",
+                        cli_hint="replace the node by Identity instead (--set-op-type NODE=Identity)")
     fed = node_reads(target)
     del graph.node[found.index]
     _drop_value_info(graph, {o for o in target.output if o} - {source})
@@ -110,6 +130,7 @@ def bypass_node(model: Model, /, node: str, input_index: int = 0, *, check: bool
     elif out:
         _rename_scope(graph, {out: source}, defs=False)
     _prune(graph, fed=fed)  # what only the bypassed node read (its other inputs' producers, weights)
+    found.write_back()
     return _finish(model, proto, check=check, what=f"bypass_node {node}", retype=True)
 
 
@@ -152,7 +173,9 @@ def remove_node(model: Model, /, node: str, *, downstream: bool = False, check: 
                 raise EditError(f"removing {label} would leave {name!r} dangling: read by "
                                 + ", ".join(_readers(graph, name)),
                                 hint="bypass the node instead (bypass_node), or remove its readers too "
-                                     "(downstream=True / --remove-node-downstream)")
+                                     "(downstream=True)",
+                                cli_hint="bypass the node instead (--bypass), or remove its readers too "
+                                         "(--remove-node-downstream)")
     lost = {o for i in doomed for o in graph.node[i].output if o}
     outputs = [o for o in graph.output if o.name not in lost]
     if len(outputs) != len(graph.output) and (graph is not proto.graph or not outputs):
@@ -162,23 +185,28 @@ def remove_node(model: Model, /, node: str, *, downstream: bool = False, check: 
     _prune(graph, doomed, index=index)
     del graph.output[:]
     graph.output.extend(outputs)
+    found.write_back()
     return _finish(model, proto, check=check, what=f"remove_node {node}", retype=True)
 
 
-def insert_node(model: Model, /, after: str, op_type: str, *, inputs: Sequence[str | np.ndarray] = (),
+@_noop_returns_input
+def insert_node(model: Model, /, after: str, op_type: str, *,
+                inputs: Sequence[str | np.ndarray | float | Sequence[Any]] = (),
                 attributes: Mapping[str, Any] | None = None, name: str | None = None, output: str | None = None,
                 domain: str = "", check: bool = True) -> Model:
     """Insert a node that reads tensor ``after``; everything that read ``after`` reads its output instead.
 
     When ``after`` is a graph output, the graph output keeps its name: the original tensor is renamed
-    ``<after>_pre`` (or so) and the new node produces ``after``.
+    ``<after>/<op_type>_output`` (or so) and the new node produces ``after``; the output's declared
+    type is inferred anew (a Cast to float16 makes a float16 output).
 
     Args:
         model: The model to edit (not modified).
         after: The tensor the new node reads as its first input.
         op_type: The new node's operator.
-        inputs: Further inputs: names of existing tensors, or arrays (added as initializers).
-        attributes: The new node's attributes.
+        inputs: Further inputs, in order: names of existing tensors, arrays, or numbers and (nested)
+            lists of numbers, which become initializers of ``after``'s dtype.
+        attributes: The new node's attributes (a dtype name for a data-type attribute: ``{"to": "float16"}``).
         name: The new node's name (default ``<after>/<op_type>``).
         output: The new node's output name (default ``<after>/<op_type>_output``).
         domain: The operator's domain ("" is ai.onnx; a new custom domain gets opset version 1).
@@ -205,7 +233,7 @@ def insert_node(model: Model, /, after: str, op_type: str, *, inputs: Sequence[s
         raise EditError(f"node name {node_name!r} is already used", hint="choose another name")
     new_out = output or _fresh(f"{after}/{op_type}_output", taken)
     _check_new_tensor_name(proto, new_out)
-    extra = _resolve_inputs(model, proto, graph, node_name, inputs)
+    extra = _resolve_inputs(model, proto, graph, node_name, inputs, after)
     new_domain = _norm_domain(domain)
     node = helper.make_node(op_type, [after, *extra], [new_out], name=node_name, domain=new_domain or None)
     for key, value in (attributes or {}).items():
@@ -225,7 +253,23 @@ def insert_node(model: Model, /, after: str, op_type: str, *, inputs: Sequence[s
         _rename_scope(graph, {after: new_out}, defs=False)
     graph.node.insert(position, node)
     _ensure_opset(proto, new_domain)
+    if is_output and graph is proto.graph:
+        _retype_output(model, proto, after)
     return _finish(model, proto, check=check, what=f"insert_node {op_type} after {after}", retype=True)
+
+
+def _retype_output(model: Model, proto: onnx.ModelProto, name: str) -> None:
+    """The declared type of graph output ``name``, now made by an inserted node, inferred anew (kept
+    when inference cannot tell: a custom op)."""
+    found = tensor_types(model.derive(proto), [name], declared=False, observe=False).types.get(name)
+    if found is None or found.WhichOneof("value") != "tensor_type" or not found.tensor_type.elem_type:
+        return
+    for value in proto.graph.output:
+        if value.name == name:
+            shape = value.type.tensor_type.shape if value.type.tensor_type.HasField("shape") else None
+            value.type.tensor_type.elem_type = found.tensor_type.elem_type
+            if not found.tensor_type.HasField("shape") and shape is not None:
+                value.type.tensor_type.ClearField("shape")
 
 
 def _rename_definition(graph: onnx.GraphProto, old: str, new: str) -> None:
@@ -239,7 +283,7 @@ def _rename_definition(graph: onnx.GraphProto, old: str, new: str) -> None:
 
 
 def _resolve_inputs(model: Model, proto: onnx.ModelProto, graph: onnx.GraphProto, node_name: str,
-                    inputs: Sequence[str | np.ndarray]) -> list[str]:
+                    inputs: Sequence[Any], after: str) -> list[str]:
     names: list[str] = []
     visible = graph_tensor_names(proto.graph)
     for i, item in enumerate(inputs):
@@ -247,8 +291,24 @@ def _resolve_inputs(model: Model, proto: onnx.ModelProto, graph: onnx.GraphProto
             if item and item not in visible:
                 raise not_found(TensorNotFoundError, "tensor", item, sorted(visible), where=model.name)
             names.append(item)
-        else:
-            init_name = _fresh(f"{node_name}/input_{i + 1}", visible)
-            graph.initializer.append(numpy_helper.from_array(np.asarray(item), init_name))
-            names.append(init_name)
+            continue
+        array = item if isinstance(item, np.ndarray) else _constant_like(model, proto, graph, after, item, i)
+        init_name = _fresh(f"{node_name}/input_{i + 1}", visible)
+        visible.add(init_name)
+        graph.initializer.append(numpy_helper.from_array(np.asarray(array), init_name))
+        names.append(init_name)
     return names
+
+
+def _constant_like(model: Model, proto: onnx.ModelProto, graph: onnx.GraphProto, after: str, value: Any,
+                   position: int) -> np.ndarray:
+    """A number or list given as an input, as an array of ``after``'s dtype."""
+    elem = _elem_type(graph, after)
+    if not elem and graph is proto.graph:
+        elem = _inferred_types(model, proto, [after]).get(after, 0)
+    if not elem:
+        raise EditError(f"cannot tell the dtype of {after!r}, so input #{position + 1} {value!r} has none",
+                        hint="give the value as a typed array (numpy.array(..., dtype))",
+                        cli_hint="give the value as a .npy file of the dtype wanted (--operand FILE.npy)")
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem))
+    return _coerce(value, dtype, None, f"input #{position + 1} of the inserted node (as {after!r}: {dtype.name})")

@@ -74,7 +74,8 @@ def _constant_tensor(model: Model, graph: onnx.GraphProto, name: str) -> onnx.Te
                 if attr.name == "value" and attr.type == _A.TENSOR:
                     return attr.t
             raise EditError(f"{node_label(node)} holds {name!r} in a non-tensor attribute",
-                            hint="turn it into a graph input (constant_to_input) and freeze that instead")
+                            hint="turn it into a graph input (constant_to_input) and freeze that instead",
+                            cli_hint="turn it into a graph input (--input-from-constant) and --freeze that instead")
     candidates = [t.name for t in graph.initializer]
     candidates += [n.output[0] for n in graph.node if n.op_type == "Constant" and n.output]
     raise not_found(TensorNotFoundError, "initializer or Constant output", name, candidates, where=model.name)
@@ -105,7 +106,9 @@ def _coerce(value: Any, dtype: np.dtype, shape: Sequence[Dim] | None, what: str,
     if shape is not None and not allow_reshape and not _shape_fits(array.shape, shape):
         shown = "[" + ", ".join("?" if d is None or isinstance(d, str) else str(d) for d in shape) + "]"
         raise EditError(f"{what} has shape {shown}; the new value has shape {list(array.shape)}",
-                        hint="give a value of the same shape, or allow reshaping (allow_reshape=True)")
+                        hint="give a value of the same shape, or allow reshaping (allow_reshape=True)",
+                        cli_hint="give a value of the same shape, or allow reshaping (--allow-reshape after "
+                                 "--set-initializer)")
     return array
 
 
@@ -155,10 +158,10 @@ def _hint_constant(model: Model, proto: onnx.ModelProto, name: str, verb: str, o
     initializers = [t.name for t in proto.graph.initializer]
     if verb == "initializer_to_input" and name in constants:
         raise EditError(f"{name!r} is the output of a Constant node, not an initializer",
-                        hint=f"use {other} (--input-from-constant)")
+                        hint=f"use {other}", cli_hint="use --input-from-constant")
     if verb == "constant_to_input" and name in initializers:
         raise EditError(f"{name!r} is an initializer, not a Constant node's output",
-                        hint=f"use {other} (--input-from-initializer)")
+                        hint=f"use {other}", cli_hint="use --input-from-initializer")
 
 
 @_noop_returns_input

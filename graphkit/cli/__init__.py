@@ -98,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GraphkitError as err:
         if args.traceback:
             raise
-        _render.error(err.message, hint=err.hint)
+        _render.error(err.message, hint=err.cli_hint or err.hint)
         return EXIT_USAGE
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading: not an error of ours
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -79,6 +79,7 @@ class FeedArgs:
     dims: dict[str, int]
     files: tuple[str, ...]
     seed: int = 0
+    notes: tuple[str, ...] = ()
 
     def options(self) -> FeedOptions:
         """The generation flags as the API's FeedOptions.
@@ -103,7 +104,8 @@ def feed_args(args: argparse.Namespace, input_names: Sequence[str], where: str,
         UsageError: A flag is malformed, or leaves out NAME where the model has several inputs.
     """
     files = load_feeds(args.input)
-    feeds = resolve_feeds(files, list(input_names), where=where)
+    notes: list[str] = []
+    feeds = resolve_feeds(files, list(input_names), where=where, notes=notes)
     shapes = {_name(n, "--shape", input_names): s for n, s in (parse_shape(t) for t in args.shape)}
     ranges = {_name(n, "--range", input_names): r for n, r in (parse_range(t) for t in args.range)}
     for text in getattr(args, "value", []):
@@ -121,7 +123,7 @@ def feed_args(args: argparse.Namespace, input_names: Sequence[str], where: str,
             raise UsageError(f"--dim {text!r}: expected DIM=N", hint="e.g. --dim batch=4")
         dims[name] = parse_int(value, what=f"--dim {text!r}", hint="e.g. --dim batch=4")
     paths = tuple(sorted({f.path for f in files}))
-    return FeedArgs(feeds, shapes, ranges, dims, paths, args.seed)
+    return FeedArgs(feeds, shapes, ranges, dims, paths, args.seed, tuple(notes))
 
 
 def _parse_value(text: str, input_names: Sequence[str]) -> tuple[str, Any]:

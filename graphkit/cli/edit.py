@@ -2,7 +2,13 @@
 
 Edits apply in the order given on the command line; a --recipe's steps apply at its position.
 Each option is one step of a recipe (see --save-recipe), so a command line can be kept and replayed.
-An edit that changes nothing is an error (exit 2) unless --allow-noop.
+--operand, --attr, --scope, --allow-reshape and --drop-attributes change the step just before them.
+Every step's names are looked up before the first step runs. A step that changes nothing among
+others is a note; an edit where no step changes anything is an error (exit 2) unless --allow-noop.
+
+Nodes are named by NAME (in any graph, bodies included), #N (the N-th node of the main graph, from 0),
+OP#K (the K-th node of operator OP in the main graph, from 0: Conv#2, my::Debug#0) or FUNCTION/NODE
+(a node of local function FUNCTION, by name, #N or OP#K). A node's own name wins over the others.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +29,7 @@ from graphkit._files import MAX_NESTING, json_depth
 from graphkit._infer import change_text, changed_outputs
 from graphkit._model import Model
 from graphkit._numbers import INT64_MAX, parse_int
-from graphkit._recipe import Step, dump_recipe, load_recipe, run_steps
+from graphkit._recipe import MODEL_ARGS, Step, dump_recipe, load_recipe, run_steps
 from graphkit.cli import _common, _render
 from graphkit.errors import GraphkitError, UsageError
 
@@ -30,7 +37,7 @@ EXAMPLES = """examples:
   python -m graphkit edit linear_func.onnx out.onnx --set-op-type Add=Sub
   python -m graphkit edit srcnn.onnx out.onnx --input-from-constant /Constant_output_0=factor
   python -m graphkit edit model_static.onnx out.onnx --dynamic in:0=batch
-  python -m graphkit edit debug_markers.onnx out.onnx --replace-op my::Debug=Identity --save-recipe r.yaml
+  python -m graphkit edit debug_markers.onnx out.onnx --replace-op my::Debug=Identity --drop-attributes --save-recipe r.yaml
   python -m graphkit edit next_version.onnx out.onnx --recipe r.yaml
 """
 
@@ -46,7 +53,7 @@ _EXAMPLE = {
     "--set-attr": "/conv1/Conv.group=1", "--remove-attr": "/conv1/Conv.group", "--set-op-type": "Add=Sub",
     "--rename": "old_name=new_name", "--rename-node": "old=new", "--insert-after": "x=Relu",
     "--set-initializer": "conv1.bias=bias.npy", "--freeze": "scale=[1.0]", "--dynamic": "input:0=batch",
-    "--fixed": "input:0=1", "--replace-op": "my::Debug=Identity", "--set-opset": "ai.onnx=17",
+    "--fixed": "input:0=1", "--replace-op": "com.example::MyGelu=Gelu", "--set-opset": "ai.onnx=17",
     "--set-dtype": "input=uint8",
     "--fixed-dim": "batch=1", "--dynamic-dim": "1=batch",
 }
@@ -202,6 +209,101 @@ def _fold(text: str | None) -> Step:
     return Step("fold_constants", {"max_bytes": number})
 
 
+def _split_unescaped(text: str, sep: str) -> list[str]:
+    """Split at every ``sep`` not escaped by a backslash, keeping the escapes (``_unescape`` drops them)."""
+    parts, current, i = [], [], 0
+    while i < len(text):
+        char = text[i]
+        if char == "\\" and i + 1 < len(text):
+            current.append(text[i:i + 2])
+            i += 2
+            continue
+        if char == sep:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+        i += 1
+    parts.append("".join(current))
+    return parts
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+_SPAN_HINT = ("e.g. --replace-span x:ln_out=layer_norm.onnx, or by name --replace-span x=input:ln_out=output=ln.onnx; "
+              "write \\: \\, \\= for a ':' ',' '=' inside a name")
+
+
+def _span_side(text: str, flag_text: str, side: str) -> list[str] | dict[str, str]:
+    items = [i for i in _split_unescaped(text, ",") if i]
+    if not items:
+        raise UsageError(f"--replace-span {flag_text!r}: no {side} tensors", hint=_SPAN_HINT)
+    pairs = [_split_unescaped(i, "=") for i in items]
+    if all(len(p) == 1 for p in pairs):
+        return [_unescape(p[0]) for p in pairs]
+    if all(len(p) == 2 and p[0] and p[1] for p in pairs):
+        return {_unescape(a): _unescape(b) for a, b in pairs}
+    raise UsageError(f"--replace-span {flag_text!r}: the {side} mix names and SPAN=MODEL pairs (or hold an empty name)",
+                     hint=_SPAN_HINT)
+
+
+def _replace_span(text: str) -> Step:
+    head = _split_unescaped(text, "=")
+    if len(head) < 2 or not head[-1]:
+        raise UsageError(f"--replace-span {text!r}: expected INPUTS:OUTPUTS=MODEL.onnx", hint=_SPAN_HINT)
+    path = _unescape(head[-1])
+    sides = _split_unescaped("=".join(head[:-1]), ":")
+    if len(sides) != 2:
+        raise UsageError(f"--replace-span {text!r}: expected one ':' between the inputs and the outputs "
+                         f"(found {len(sides) - 1})", hint=_SPAN_HINT)
+    return Step("replace_span", {"inputs": _span_side(sides[0], text, "input"),
+                                 "outputs": _span_side(sides[1], text, "output"),
+                                 "replacement": str(Path(path).resolve())})
+
+
+def _rename_pattern(text: str) -> Step:
+    pattern, sep, replacement = text.rpartition("=")
+    if not sep or not pattern:
+        raise UsageError(f"--rename-pattern {text!r}: expected REGEX=REPLACEMENT (split at the last '=')",
+                         hint="e.g. --rename-pattern '^/model/=' (strip a prefix) or --rename-pattern '/=_'")
+    return Step("rename_pattern", {"pattern": pattern, "replacement": replacement})
+
+
+def _scope(step: Step, text: str) -> Step:
+    if text not in ("tensors", "nodes", "all"):
+        raise UsageError(f"--scope {text!r}: expected tensors, nodes or all", hint="e.g. --prefix v2/ --scope nodes")
+    return Step(step.op, {**step.args, "scope": text})
+
+
+def _operand(step: Step, text: str) -> Step:
+    inputs = [*step.args.get("inputs", []), _value(text, "--operand")]
+    return Step(step.op, {**step.args, "inputs": inputs})
+
+
+def _attr(step: Step, text: str) -> Step:
+    name, value = _pair(text, "--attr")
+    return Step(step.op, {**step.args, "attributes": {**step.args.get("attributes", {}), name: _value(value, "--attr")}})
+
+
+#: Options that change the step before them: flag → (metavar, the operations they apply to, change, help).
+MODIFIERS: dict[str, tuple[str, tuple[str, ...], Callable[[Step, str], Step], str]] = {
+    "--operand": ("VALUE", ("insert_node",), _operand,
+                  "a further input of the node inserted by the --insert-after before it, in input order: FILE.npy, "
+                  "a JSON number or list (a constant of the inserted-after tensor's dtype) or a tensor name"),
+    "--attr": ("NAME=VALUE", ("insert_node",), _attr,
+               "an attribute of the node inserted by the --insert-after before it; VALUE is JSON or FILE.npy "
+               "(a dtype name for Cast's 'to': --attr to=float16)"),
+    "--scope": ("tensors|nodes|all", ("rename_pattern",), _scope,
+                "what the --rename-pattern or --prefix before it renames (default all)"),
+    "--allow-reshape": ("", ("set_initializer",), lambda step, _t: Step(step.op, {**step.args, "allow_reshape": True}),
+                        "let the --set-initializer before it give the value a new shape"),
+    "--drop-attributes": ("", ("replace_op",), lambda step, _t: Step(step.op, {**step.args, "drop_attributes": True}),
+                          "let the --replace-op before it drop the attributes the new operator does not take"),
+}
+
+
 #: flag → (metavar, builder, help). Order here is the order --help lists them.
 OPTIONS: dict[str, tuple[str | None, Callable[[Any], Step], str]] = {
     "--set-attr": ("NODE.NAME=VALUE", _set_attr, "set an attribute; VALUE is JSON (1, 0.5, [1,1], \"s\") or FILE.npy"),
@@ -209,12 +311,18 @@ OPTIONS: dict[str, tuple[str | None, Callable[[Any], Step], str]] = {
     "--set-op-type": ("NODE=[DOMAIN::]OP", _set_op_type, "change a node's operator (and domain)"),
     "--rename": ("OLD=NEW", _renamed("rename_tensor", "--rename"), "rename a tensor everywhere (subgraphs too)"),
     "--rename-node": ("OLD=NEW", _renamed("rename_node", "--rename-node"), "rename a node"),
+    "--rename-pattern": ("REGEX=REPLACEMENT", _rename_pattern,
+                         "rename every tensor and node matching a Python regular expression (split at the last "
+                         "'='; \\1 refers to a group), consistently in every graph; --scope after it limits it"),
+    "--prefix": ("P", lambda t: Step("rename_pattern", {"prefix": t}), "put P before every tensor and node name"),
     "--bypass": ("NODE[=INPUT]", _bypass, "remove a node; its readers read its input #INPUT (default 0)"),
     "--remove-node": ("NODE", lambda t: Step("remove_node", {"node": t}),
                       "remove an unused node and what only it fed"),
     "--remove-node-downstream": ("NODE", lambda t: Step("remove_node", {"node": t, "downstream": True}),
                                  "remove a node, everything computed from it, and what only it fed"),
-    "--insert-after": ("TENSOR=[DOMAIN::]OP", _insert_after, "insert a one-input node after a tensor"),
+    "--insert-after": ("TENSOR=[DOMAIN::]OP", _insert_after,
+                       "insert a node reading TENSOR; its readers read the node's output (a graph output keeps its "
+                       "name); --operand and --attr after it give further inputs and attributes"),
     "--set-initializer": ("NAME=VALUE", _with_value("set_initializer", "--set-initializer"),
                           "replace an initializer's (or Constant's) value: FILE.npy or JSON"),
     "--input-from-initializer": ("NAME[=NEW]", _to_input("initializer_to_input", "--input-from-initializer"),
@@ -232,12 +340,20 @@ OPTIONS: dict[str, tuple[str | None, Callable[[Any], Step], str]] = {
                       "name a dim (of that size, at AXIS if given, or of that name) on every graph input "
                       "and output"),
     "--replace-op": ("[DOMAIN::]OP=[DOMAIN::]NEW", _replace_op,
-                     "replace every node of an operator (attributes dropped), e.g. my::Debug=Identity"),
+                     "replace every node of an operator, keeping the attributes NEW accepts at the model's opset "
+                     "(others are refused unless --drop-attributes follows), e.g. com.example::MyGelu=Gelu"),
     "--set-dtype": ("NAME=DTYPE", _set_dtype,
                     "change a graph input's or output's dtype, with a Cast inside (e.g. input=uint8, logits=float16)"),
     "--set-opset": ("DOMAIN=VERSION", _set_opset, "set or add an opset import (ai.onnx for the default domain)"),
     "--remove-opset": ("DOMAIN", lambda t: Step("set_opset", {"domain": t, "version": None}),
                        "remove an opset import no node uses"),
+    "--replace-span": ("INPUTS:OUTPUTS=MODEL.onnx", _replace_span,
+                       "replace the nodes computing OUTPUTS from INPUTS (what extract would cut) by MODEL's graph, "
+                       "its inputs and outputs bound by position, or by SPAN=MODEL name pairs; names are comma-"
+                       "separated, and \\: \\, \\= write a ':' ',' '=' inside a name"),
+    "--add-output": ("TENSOR", lambda t: Step("add_output", {"tensor": t}), "make a tensor a graph output (typed)"),
+    "--remove-output": ("TENSOR", lambda t: Step("remove_output", {"tensor": t}),
+                        "remove a graph output and the nodes only it needed"),
     "--cleanup": (None, lambda _t: Step("cleanup", {}),
                   "remove unused nodes, initializers, inputs, value_info, functions and opset imports"),
     "--fold-constants": ("MAX_BYTES", _fold, "replace constant-only computations by initializers "
@@ -279,6 +395,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             group.add_argument(flag, nargs="?", metavar=metavar, action=_StepAction, dest="steps", help=text)
         else:
             group.add_argument(flag, metavar=metavar, action=_StepAction, dest="steps", help=text)
+    for flag, (metavar, _, _, text) in MODIFIERS.items():
+        if metavar:
+            group.add_argument(flag, metavar=metavar, action=_StepAction, dest="steps", help=text)
+        else:
+            group.add_argument(flag, nargs=0, action=_StepAction, dest="steps", help=text)
     p.add_argument("--save-recipe", metavar="FILE", help="also write the steps applied as a recipe (.json/.yaml)")
     p.add_argument("--allow-noop", action="store_true", help="accept edits that change nothing")
     p.add_argument("--json", action="store_true", help="print a JSON summary of what changed")
@@ -293,10 +414,28 @@ def collect_steps(raw: list[tuple[str, Any]]) -> list[Step]:
         if flag == "--recipe":
             recipe = load_recipe(value)
             steps.extend(_absolute(s, recipe.base_dir) for s in recipe.steps)
+        elif flag in MODIFIERS:
+            _, ops, change, _ = MODIFIERS[flag]
+            if not steps or steps[-1].op not in ops:
+                owner = {"insert_node": "--insert-after", "rename_pattern": "--rename-pattern or --prefix",
+                         "replace_op": "--replace-op", "set_initializer": "--set-initializer"}[ops[0]]
+                shown = f"{flag} {value!r}" if value != [] else flag
+                raise UsageError(f"{shown} must follow {owner}",
+                                 hint=f"write it right after the option it belongs to, e.g. {_MODIFIER_EXAMPLE[flag]}")
+            steps[-1] = change(steps[-1], value)
         else:
             builder = OPTIONS[flag][1]
             steps.append(builder(None if value == [] else value))
     return steps
+
+
+_MODIFIER_EXAMPLE = {
+    "--operand": "--insert-after input=Sub --operand mean.npy",
+    "--attr": "--insert-after output=Cast --attr to=float16",
+    "--scope": "--rename-pattern '/=_' --scope tensors",
+    "--drop-attributes": "--replace-op my::Debug=Identity --drop-attributes",
+    "--allow-reshape": "--set-initializer conv1.bias=bias.npy --allow-reshape",
+}
 
 
 def _absolute(step: Step, base: Path) -> Step:
@@ -308,7 +447,7 @@ def _relative(step: Step, folder: Path) -> Step:
 
 
 def _map_paths(step: Step, convert: Callable[[str], str]) -> Step:
-    """The step with every file path in it (``{"npy": …}`` values, a merge's ``other``) converted."""
+    """The step with every file path in it (``{"npy": …}`` values, a merged or spliced model) converted."""
 
     def fix(value: Any) -> Any:
         if isinstance(value, dict) and set(value) == {"npy"} and isinstance(value["npy"], str):
@@ -320,8 +459,9 @@ def _map_paths(step: Step, convert: Callable[[str], str]) -> Step:
         return value
 
     args = {k: fix(v) for k, v in step.args.items()}
-    if step.op == "merge" and isinstance(args.get("other"), str):
-        args["other"] = convert(args["other"])
+    key = MODEL_ARGS.get(step.op)
+    if key is not None and isinstance(args.get(key), str):
+        args[key] = convert(args[key])
     return Step(step.op, args)
 
 
@@ -362,10 +502,10 @@ def summary(before: Model, after: Model) -> dict[str, Any]:
 
 def _plan(args: argparse.Namespace, model: Model, steps: list[Step]) -> io.WritePlan:
     """What the edit reads (the model, recipes, .npy values, merged models) and writes."""
-    others = [str(s.args["other"]) for s in steps if s.op == "merge" and "other" in s.args]
+    others = [str(s.args[MODEL_ARGS[s.op]]) for s in steps if MODEL_ARGS.get(s.op) in s.args]
     plan = _common.plan(args, model, *(load_merged(path) for path in others), output=args.output, reads=[
         *((value, "the recipe") for flag, value in args.steps if flag == "--recipe"),
-        *((path, "a merged model") for path in others),
+        *((path, "a merged or spliced model") for path in others),
         *((path, "a tensor file") for step in steps for path in _npy_files(step.args))])
     if args.save_recipe:
         plan.write(args.save_recipe, "the recipe")
@@ -414,7 +554,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for step in done:
         _render.text(f"{'applied' if step.changed else 'no change'}: {step.op} "
-                     + " ".join(f"{k}={v}" for k, v in step.args.items()))
+                     + " ".join(f"{k}={v}" for k, v in step.args.items())
+                     + (f"\n  note: {step.note}" if step.note else ""))
     for change in shapes:
         _render.text(change_text(change))
     _render.text(f"wrote {args.output}: {report['nodes']['before']} -> {report['nodes']['after']} nodes"

@@ -65,11 +65,14 @@ def run(args: argparse.Namespace) -> int:
         if finite is not None:
             data["first_nonfinite"] = None if finite.first_nonfinite is None else finite.first_nonfinite.to_dict()
             data["finite_notes"] = list(finite.notes)
+        data["notes"] = list(parsed.notes)
         _render.json_out(data)
         return code
     _render.text(f"model    {result.model}   provider {result.provider}   opt-level {result.opt_level}")
     _render.text("inputs")
     render_feeds(result.feeds, args.seed)
+    for note in parsed.notes:
+        _render.text(f"  note: {note}")
     _render.text("outputs")
     render_stats(result.stats())
     _render.text(f"time     load {ms(result.load_seconds)}, run {ms(result.run_seconds)}")
