@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,8 @@ import onnx
 from onnx import helper
 
 from graphkit import _check_args as argcheck
-from graphkit._graph import GraphIndex, graph_tensor_names, node_label, position_ref, subgraphs
+from graphkit._edit._addressing import _function_graph, _position_in
+from graphkit._graph import GraphIndex, graph_tensor_names, node_label, subgraphs
 from graphkit._infer import refresh_types
 from graphkit._model import Model, iter_graphs
 from graphkit._validate import check_or_raise
@@ -65,10 +65,6 @@ def _all_node_names(proto: onnx.ModelProto) -> list[str]:
     return [name for g, _ in iter_graphs(proto.graph) for name in GraphIndex(g).positions_by_name]
 
 
-#: ``OP#k``: the k-th node (from 0) of operator OP (``Conv#2``, ``my::Debug#0``).
-_OP_POSITION = re.compile(r"^(?P<op>[^#]+)#(?P<k>\d+)$")
-
-
 def _find_node(model: Model, proto: onnx.ModelProto, name: str) -> _Found:
     """Locate a node: by name in any graph; ``#<i>``, the main graph's i-th node; ``OP#k``, the main
     graph's k-th node of operator OP; ``FUNCTION/NODE``, a node (by name, ``#<i>`` or ``OP#k``) of
@@ -103,42 +99,6 @@ def _find_node(model: Model, proto: onnx.ModelProto, name: str) -> _Found:
             return _Found(_function_graph(func), index, f"function {func.name!r}", func)
     candidates = _all_node_names(proto) + [f"{f.name}/{n.name}" for f in proto.functions for n in f.node if n.name]
     raise not_found(NodeNotFoundError, "node", name, candidates, where=model.name)
-
-
-def _position_in(nodes: list[onnx.NodeProto], ref: str, model: str, where: str) -> int | None:
-    """The position ``#<i>`` or ``OP#k`` names among ``nodes`` (None: not such a reference).
-
-    Raises:
-        EditError: The position is beyond the nodes there are.
-    """
-    position = position_ref(ref)
-    if position is not None:
-        if position < len(nodes):
-            return position
-        raise EditError(f"{where} of {model} has {len(nodes)} nodes; there is no node #{position}",
-                        hint=f"use #0 to #{len(nodes) - 1}, or a node name")
-    match = _OP_POSITION.match(ref)
-    if match is None:
-        return None
-    op, k = match.group("op"), int(match.group("k"))
-    same = [i for i, n in enumerate(nodes) if op in (n.op_type, f"{n.domain}::{n.op_type}")]
-    if not same:
-        return None
-    if k < len(same):
-        return same[k]
-    raise EditError(f"{where} of {model} has {len(same)} {op} nodes; there is no {op}#{k}",
-                    hint=f"use {op}#0 to {op}#{len(same) - 1}")
-
-
-def _function_graph(func: onnx.FunctionProto) -> onnx.GraphProto:
-    """A graph holding copies of a function's nodes, its inputs and outputs as untyped graph inputs and
-    outputs (for the edits that walk a graph)."""
-    holder = onnx.GraphProto()
-    holder.name = func.name
-    holder.node.extend(func.node)
-    holder.input.extend(helper.make_empty_tensor_value_info(n) for n in func.input)
-    holder.output.extend(helper.make_empty_tensor_value_info(n) for n in func.output)
-    return holder
 
 
 def _find_scope(model: Model, proto: onnx.ModelProto, tensor: str) -> tuple[onnx.GraphProto, str]:
