@@ -35,7 +35,7 @@ import onnx
 from graphkit import _check_args as argcheck
 from graphkit._graph import subgraphs
 from graphkit._model import Model
-from graphkit._summary import dtype_name
+from graphkit._summary import dtype_name, type_name
 from graphkit._typing import Source, tensor_types, weightless
 from graphkit.errors import UsageError, did_you_mean
 
@@ -336,31 +336,13 @@ def _tensors(g: Source, names: Sequence[str], types: Mapping[str, onnx.TypeProto
 
 
 def type_text_parts(tp: onnx.TypeProto | None) -> tuple[str, list[_Dim] | None]:
-    """(dtype text, dims) of a type: tensors by element type (``string`` for strings), sequences,
-    maps and optionals by their element types (no shape)."""
-    if tp is None:
-        return "unknown", None
-    kind = tp.WhichOneof("value")
-    if kind in ("tensor_type", "sparse_tensor_type"):
-        tensor = getattr(tp, kind)
-        dtype = dtype_name(tensor.elem_type)
-        dtype = "string" if tensor.elem_type == onnx.TensorProto.STRING else dtype
-        if kind == "sparse_tensor_type":
-            dtype = f"sparse({dtype})"
-        if not tensor.HasField("shape"):
-            return dtype, None
-        dims: list[_Dim] = [int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None)
-                            for d in tensor.shape.dim]
-        return dtype, dims
-    if kind == "sequence_type":
-        return f"sequence({type_text_parts(tp.sequence_type.elem_type)[0]})", None
-    if kind == "optional_type":
-        return f"optional({type_text_parts(tp.optional_type.elem_type)[0]})", None
-    if kind == "map_type":
-        key = dtype_name(tp.map_type.key_type)
-        key = "string" if tp.map_type.key_type == onnx.TensorProto.STRING else key
-        return f"map({key},{type_text_parts(tp.map_type.value_type)[0]})", None
-    return "unknown", None
+    """(type name, dims) of a type: dims only for a ranked tensor (see ``_summary.type_name``)."""
+    name = type_name(tp)
+    if tp is None or tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
+        return name, None
+    dims: list[_Dim] = [int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None)
+                        for d in tp.tensor_type.shape.dim]
+    return name, dims
 
 
 def _elements(info: TensorInfo) -> int:

@@ -13,7 +13,7 @@ from graphkit import _check_args as argcheck
 from graphkit._io import tensor_nbytes
 from graphkit._model import Model, is_borrowed, is_external, iter_graphs, iter_tensors
 
-__all__ = ["Summary", "TensorSig", "dtype_name", "shape_of", "summarize"]
+__all__ = ["Summary", "TensorSig", "dtype_name", "shape_of", "summarize", "type_name"]
 
 
 @lru_cache(maxsize=64)
@@ -26,6 +26,26 @@ def dtype_name(elem_type: int) -> str:
         return str(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
     except (KeyError, ValueError, TypeError):
         return onnx.TensorProto.DataType.Name(elem_type).lower() if elem_type in onnx.TensorProto.DataType.values() else str(elem_type)
+
+
+def type_name(tp: onnx.TypeProto | None) -> str:
+    """A type's element type as text: ``float32``, ``string`` (not numpy's ``object``),
+    ``sequence(float32)``, ``map(int64,float32)``, ``optional(…)``, ``sparse(…)``, or ``unknown``."""
+    kind = None if tp is None else tp.WhichOneof("value")
+    if tp is None or kind is None:
+        return "unknown"
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        elem = getattr(tp, kind).elem_type
+        name = "string" if elem == onnx.TensorProto.STRING else dtype_name(elem)
+        return f"sparse({name})" if kind == "sparse_tensor_type" else name
+    if kind == "sequence_type":
+        return f"sequence({type_name(tp.sequence_type.elem_type)})"
+    if kind == "optional_type":
+        return f"optional({type_name(tp.optional_type.elem_type)})"
+    if kind == "map_type":
+        key = tp.map_type.key_type
+        return f"map({'string' if key == onnx.TensorProto.STRING else dtype_name(key)},{type_name(tp.map_type.value_type)})"
+    return kind
 
 
 def shape_of(value: onnx.ValueInfoProto) -> list[int | str | None] | None:
@@ -54,11 +74,10 @@ class TensorSig:
 
     @classmethod
     def of(cls, value: onnx.ValueInfoProto) -> TensorSig:
-        """From a ValueInfoProto."""
-        kind = value.type.WhichOneof("value")
-        if kind != "tensor_type":
-            return cls(value.name, kind or "unknown", None)
-        return cls(value.name, dtype_name(value.type.tensor_type.elem_type), shape_of(value))
+        """From a ValueInfoProto (sequences, maps and optionals named by their element types)."""
+        if value.type.WhichOneof("value") != "tensor_type":
+            return cls(value.name, type_name(value.type), None)
+        return cls(value.name, type_name(value.type), shape_of(value))
 
     def shape_text(self) -> str:
         """``[1, 3, 'batch', ?]`` style."""
@@ -69,7 +88,11 @@ class TensorSig:
 
 @dataclass(frozen=True)
 class Summary:
-    """Everything ``inspect`` reports about a model."""
+    """Everything ``inspect`` reports about a model.
+
+    ``node_count`` counts the nodes of If/Loop/Scan bodies too (``subgraph_node_count`` of them);
+    weights held in Constant nodes are counted apart from initializers (``constant_count``,
+    ``constant_bytes``)."""
 
     path: str
     graph_name: str
@@ -84,6 +107,9 @@ class Summary:
     op_types: dict[str, int]
     initializer_count: int
     initializer_bytes: int
+    constant_count: int
+    constant_bytes: int
+    subgraph_node_count: int
     external_bytes: int
     external_files: list[str]
     subgraphs: list[str]
@@ -106,11 +132,18 @@ def summarize(model: Model) -> Summary:
     node_count = 0
     custom: set[str] = set()
     subgraph_paths: list[str] = []
+    body_nodes = constant_count = constant_bytes = 0
     for sub, where in iter_graphs(graph):
         if sub is not graph:
             subgraph_paths.append(f"{where} ({len(sub.node)} nodes)")
+            body_nodes += len(sub.node)
         for node in sub.node:
             node_count += 1
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                for attr in node.attribute:
+                    if attr.HasField("t"):  # (value; its bytes are counted from dims, not read)
+                        constant_count += 1
+                        constant_bytes += max(tensor_nbytes(attr.t), 0)
             domain = node.domain or ""
             ops[f"{domain}::{node.op_type}" if domain not in ("", "ai.onnx") else node.op_type] += 1
             if domain not in ("", "ai.onnx", "ai.onnx.ml", "com.microsoft"):
@@ -141,6 +174,9 @@ def summarize(model: Model) -> Summary:
         op_types=dict(ops.most_common()),
         initializer_count=init_count,
         initializer_bytes=weights,
+        constant_count=constant_count,
+        constant_bytes=constant_bytes,
+        subgraph_node_count=body_nodes,
         external_bytes=external,
         external_files=list(files),
         subgraphs=subgraph_paths,

@@ -86,7 +86,7 @@ def test_summary_to_dict_is_json_ready() -> None:
 def test_tensor_sig_of_non_tensor_and_unranked_values() -> None:
     seq = helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)
     unranked = helper.make_tensor_value_info("u", TensorProto.INT64, None)
-    assert TensorSig.of(seq) == TensorSig("s", "sequence_type", None)
+    assert TensorSig.of(seq) == TensorSig("s", "sequence(float32)", None)  # named by its elements
     assert TensorSig.of(unranked) == TensorSig("u", "int64", None)
     assert TensorSig.of(unranked).shape_text() == "[unranked]"
     assert TensorSig("t", "float32", [1, "n", None]).shape_text() == "[1, n, ?]"

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from graphkit._progress import Progress
 
-__all__ = ["add_progress_option", "error", "human_bytes", "json_out", "progress", "progress_done", "table", "text",
-           "warn"]
+__all__ = ["add_progress_option", "capped", "error", "human_bytes", "json_out", "more", "progress", "progress_done",
+           "shorten", "table", "text", "warn"]
 
 
 def text(message: str = "", *, end: str = "\n") -> None:
@@ -47,12 +48,22 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
-def table(rows: Sequence[Sequence[Any]], header: Sequence[str] | None = None, *, indent: int = 0) -> None:
-    """Print a left-aligned text table."""
+def table(rows: Sequence[Sequence[Any]], header: Sequence[str] | None = None, *, indent: int = 0,
+          width: int | None = None) -> None:
+    """Print a left-aligned text table.
+
+    On a terminal (or given ``width``) the table fits its width: the widest columns are narrowed
+    and long cells shortened in the middle (``/encoder/lay…/MatMul_output_0``); ``--json`` keeps
+    the full names.
+    """
     cells = [[str(c) for c in row] for row in ([header] if header else []) + list(rows)]
     if not cells:
         return
     widths = [max(len(row[i]) for row in cells if i < len(row)) for i in range(max(len(r) for r in cells))]
+    limit = width if width is not None else (shutil.get_terminal_size().columns if sys.stdout.isatty() else None)
+    if limit is not None:
+        widths = _fit(widths, limit - indent)
+        cells = [[shorten(c, widths[i]) for i, c in enumerate(row)] for row in cells]
     pad = " " * indent
     for n, row in enumerate(cells):
         text(pad + "  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip())
@@ -106,6 +117,43 @@ def add_progress_option(parser: argparse.ArgumentParser) -> None:
     """--progress/--no-progress (default: a bar only when standard error is a terminal)."""
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="show a progress bar on standard error (default: when it is a terminal)")
+
+
+#: The narrowest a column is made to fit the terminal.
+_MIN_COLUMN = 12
+
+
+def _fit(widths: list[int], limit: int) -> list[int]:
+    """Column widths that fit ``limit`` characters (with two spaces between), narrowing the widest."""
+    widths = list(widths)
+    while sum(widths) + 2 * (len(widths) - 1) > limit:
+        widest = max(range(len(widths)), key=widths.__getitem__)
+        if widths[widest] <= _MIN_COLUMN:
+            break
+        excess = sum(widths) + 2 * (len(widths) - 1) - limit
+        second = max((w for i, w in enumerate(widths) if i != widest), default=0)
+        widths[widest] = max(_MIN_COLUMN, second, widths[widest] - excess) if second < widths[widest] \
+            else max(_MIN_COLUMN, widths[widest] - 1)
+    return widths
+
+
+def shorten(value: str, width: int) -> str:
+    """``value`` cut to ``width`` characters in the middle (``/encoder/lay…/MatMul_output_0``)."""
+    if len(value) <= width or width < 5:
+        return value
+    tail = (width - 1) // 2
+    return value[: width - 1 - tail] + "…" + value[len(value) - tail:]
+
+
+def capped(items: Sequence[Any], limit: int, *, show_all: bool = False) -> Sequence[Any]:
+    """The first ``limit`` items (all of them with ``show_all``); see ``more``."""
+    return items if show_all or len(items) <= limit else items[:limit]
+
+
+def more(shown: int, total: int, flag: str = "--all", *, indent: int = 0) -> None:
+    """Print ``… N more (--all)`` when ``shown`` of ``total`` items were listed."""
+    if total > shown:
+        text(" " * indent + f"… {total - shown} more ({flag})")
 
 
 def human_bytes(n: int) -> str:

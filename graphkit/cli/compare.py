@@ -204,7 +204,9 @@ def _print(result: Comparison, *, show_all: bool, seed: int = 0) -> None:
     if len(tensors) > _TABLE_LIMIT and not show_all:
         shown = [t for t in tensors if not t.passed or t.marker]
         _render.text(f"({len(tensors) - len(shown)} passing tensors not listed; --all lists them)")
-    _render.table([_row(t) for t in shown], _HEADER)
+    listed = _render.capped(shown, _TABLE_LIMIT, show_all=show_all)
+    _render.table([_row(t) for t in listed], _HEADER)
+    _render.more(len(listed), len(shown))
     for t in tensors:
         if t.reason:
             _render.text(f"  {t.label}: {t.reason}")

@@ -13,6 +13,9 @@ from graphkit._extract import expose_with_report
 from graphkit.cli import _common, _render
 from graphkit.cli.extract import split_specs
 
+#: New outputs listed before "… N more".
+LIMIT = 40
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("expose", help="add intermediate tensors as graph outputs", description=__doc__,
@@ -52,5 +55,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     _render.text(f"wrote {args.output}: {len(report.added)} new output(s), "
                  f"{len(report.model.lazy_proto.graph.output)} in all")
-    _render.table([(s.name, s.dtype, s.shape_text()) for s in report.added], indent=2)
+    shown = _render.capped(report.added, LIMIT)
+    _render.table([(s.name, s.dtype, s.shape_text()) for s in shown], indent=2)
+    _render.more(len(shown), len(report.added), "--json lists them", indent=2)
     return 0

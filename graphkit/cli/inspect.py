@@ -68,8 +68,12 @@ def run(args: argparse.Namespace) -> int:
     _render.table([(t.name, t.dtype, t.shape_text()) for t in s.inputs], indent=2)
     _render.text("outputs")
     _render.table([(t.name, t.dtype, t.shape_text()) for t in s.outputs], indent=2)
-    _render.text(f"nodes      {s.node_count}: " + ", ".join(f"{op}×{n}" for op, n in s.op_types.items()))
+    bodies = f" ({s.subgraph_node_count} in subgraph bodies)" if s.subgraph_node_count else ""
+    _render.text(f"nodes      {s.node_count}{bodies}: " + ", ".join(f"{op}×{n}" for op, n in s.op_types.items()))
+    constants = (f", {s.constant_count} Constant nodes, {_render.human_bytes(s.constant_bytes)}"
+                 if s.constant_count else "")
     _render.text(f"weights    {s.initializer_count} initializers, {_render.human_bytes(s.initializer_bytes)}"
+                 + constants
                  + (f" ({_render.human_bytes(s.external_bytes)} external in {', '.join(s.external_files)})" if s.external_files else ""))
     for label, values in (("subgraphs", s.subgraphs), ("custom", s.custom_domains), ("functions", s.functions)):
         if values:
