@@ -47,13 +47,14 @@ import onnx
 from onnx import helper, numpy_helper
 
 from graphkit import _check_args as argcheck
-from graphkit import _ort
+from graphkit import _ort, _progress
 from graphkit._edit._common import _drop_opsets, _noop_returns_input, _rename_scope
 from graphkit._edit.cleaning import _clean_functions, _clean_graph, _prune
 from graphkit._graph import GraphIndex, node_label, subgraphs
 from graphkit._infer import _contradiction
 from graphkit._io import tensor_nbytes, tensor_value
 from graphkit._model import Model, iter_graphs
+from graphkit._progress import Progress
 from graphkit._typing import Source, infer_proto, tensor_types, weightless
 from graphkit._validate import check_or_raise
 from graphkit.errors import GraphkitError, NoChangeError, UsageError
@@ -135,7 +136,8 @@ def op_counts(model: Model) -> dict[str, int]:
 
 
 @_noop_returns_input
-def simplify(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check: bool = True) -> Model:
+def simplify(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check: bool = True,
+             progress: Progress | None = None) -> Model:
     """The same computation in fewer nodes: every pass of ``PASSES`` until none changes anything.
 
     Args:
@@ -143,6 +145,8 @@ def simplify(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check: bool
         max_bytes: Folded values larger than this stay computed by their nodes, and weights
             larger than this are never read to fold a node.
         check: Validate the result (onnx.checker's full check and graphkit's checks).
+        progress: Called as ``progress(done, total)`` after each pass (``total`` grows by a round
+            of passes while rounds still change something).
 
     Returns:
         The simplified model, or ``model`` itself when nothing could be simplified (``simplify.__wrapped__``
@@ -152,7 +156,7 @@ def simplify(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check: bool
         InvalidModelError: Shape inference contradicts the model itself (naming the node and the
             tensor), or the result fails validation.
     """
-    result = simplify_with_report(model, max_bytes=max_bytes, check=check).model
+    result = simplify_with_report(model, max_bytes=max_bytes, check=check, progress=progress).model
     if result is model:
         raise NoChangeError(f"simplify changes nothing in {model.name}", hint="the model is already as simple as "
                             "simplify makes it; drop --simplify")
@@ -160,7 +164,7 @@ def simplify(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check: bool
 
 
 def simplify_with_report(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check: bool = True,
-                         passes: Sequence[str] = PASSES) -> Simplification:
+                         passes: Sequence[str] = PASSES, progress: Progress | None = None) -> Simplification:
     """``simplify``, with the op counts before and after and what each pass removed.
 
     Args:
@@ -168,6 +172,7 @@ def simplify_with_report(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES,
         max_bytes: As for ``simplify``.
         check: As for ``simplify``.
         passes: The passes to run (a subset of ``PASSES``; they run in ``PASSES`` order).
+        progress: As for ``simplify``.
 
     Raises:
         UsageError: An unknown pass.
@@ -176,9 +181,10 @@ def simplify_with_report(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES,
     argcheck.instance(model, "model", Model, argcheck.MODEL)
     argcheck.integer(max_bytes, "max_bytes", minimum=0, maximum=argcheck.INT64_MAX)
     argcheck.boolean(check, "check")
+    progress = _progress.check(progress)
     wanted = _check_passes(passes)
     before = _op_counts(model.lazy_proto)
-    result, changes, rounds = run_passes(model, wanted, max_bytes=max_bytes)
+    result, changes, rounds, _ = _run_passes(model, wanted, max_bytes=max_bytes, progress=progress)
     if result is not model and check:
         check_or_raise(result, what="the simplified model")
     return Simplification(result, dict(before), dict(_op_counts(result.lazy_proto)), changes, rounds)
@@ -205,23 +211,26 @@ def run_passes(model: Model, passes: Sequence[str], *, max_bytes: int = DEFAULT_
     return result, changes, rounds
 
 
-def _run_passes(model: Model, passes: Sequence[str], *, max_bytes: int,
-                constant_identities: bool = False) -> tuple[Model, dict[str, int], int, _State]:
+def _run_passes(model: Model, passes: Sequence[str], *, max_bytes: int, constant_identities: bool = False,
+                progress: Progress | None = None) -> tuple[Model, dict[str, int], int, _State]:
     if "shapes" in passes or "reshapes" in passes:
         _check_consistent(model)
     proto = model.copy().lazy_proto
     state = _State(model, proto, max_bytes, constant_identities=constant_identities)
     changes: Counter[str] = Counter()
-    rounds = 0
-    for rounds in range(1, _MAX_ROUNDS + 1):  # noqa: B007 (the count is reported)
+    rounds = done = 0
+    active = [name for name in PASSES if name in passes]
+    for rounds in range(1, _MAX_ROUNDS + 1):
         changed = 0
-        for name in PASSES:
-            if name in passes:
-                count = _PASS_FUNCTIONS[name](state)
-                changes[name] += count
-                changed += count
+        for name in active:
+            count = _PASS_FUNCTIONS[name](state)
+            changes[name] += count
+            changed += count
+            done += 1
+            _progress.report(progress, done, rounds * len(active))  # (a round more while rounds change something)
         if not changed:
             break
+    _progress.report(progress, done, done)
     if not any(changes.values()):
         return model, {p: 0 for p in passes}, rounds, state
     return Model(proto, model.base_dir, None), {p: changes[p] for p in passes}, rounds, state
@@ -1073,12 +1082,14 @@ _PASS_FUNCTIONS = {
 
 
 def _as_edit(model: Model, passes: Sequence[str], *, what: str, hint: str, max_bytes: int = DEFAULT_MAX_BYTES,
-             check: bool = True, constant_identities: bool = False) -> Model:
+             check: bool = True, constant_identities: bool = False, progress: Progress | None = None) -> Model:
     """Run ``passes`` as one edit: validated like every edit, NoChangeError when nothing changes."""
     argcheck.instance(model, "model", Model, argcheck.MODEL)
     argcheck.integer(max_bytes, "max_bytes", minimum=0, maximum=argcheck.INT64_MAX)
     argcheck.boolean(check, "check")
-    result, _, _, state = _run_passes(model, passes, max_bytes=max_bytes, constant_identities=constant_identities)
+    progress = _progress.check(progress)
+    result, _, _, state = _run_passes(model, passes, max_bytes=max_bytes, constant_identities=constant_identities,
+                                      progress=progress)
     if result is model:
         if state.too_big:
             raise NoChangeError(f"{what}: every foldable tensor of {model.name} is larger than {max_bytes} bytes",
@@ -1092,19 +1103,22 @@ def _as_edit(model: Model, passes: Sequence[str], *, what: str, hint: str, max_b
 
 
 @_noop_returns_input
-def fold_constants(model: Model, /, *, max_bytes: int = 2**20, check: bool = True) -> Model:
+def fold_constants(model: Model, /, *, max_bytes: int = 2**20, check: bool = True,
+                   progress: Progress | None = None) -> Model:
     """Replace what is computed from constants alone by its value, in every graph (bodies too).
 
     Constant nodes become initializers; an Identity of a constant is rewired to read the constant
     (a weight is never copied); Shape and Size of tensors whose dims are static become constants;
     the rest is evaluated once in ONNX Runtime. A value larger than ``max_bytes`` is not stored (its
     nodes stay); non-deterministic and custom-domain ops and DequantizeLinear are never folded.
+    ``progress`` is called as ``progress(done, total)`` after each pass, as for ``simplify``.
 
     Raises:
         InvalidModelError: Shape inference contradicts the model itself, or the result is invalid.
     """
     return _as_edit(model, ["constants", "identities", "shapes", "fold"], what="fold_constants", max_bytes=max_bytes,
-                    check=check, constant_identities=True, hint="nothing to fold; drop --fold-constants")
+                    check=check, constant_identities=True, hint="nothing to fold; drop --fold-constants",
+                    progress=progress)
 
 
 @_noop_returns_input

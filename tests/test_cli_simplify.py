@@ -120,3 +120,13 @@ def test_the_passes_are_edit_options_and_recipe_steps(exported: Path, tmp_path: 
     assert main(["edit", str(exported), str(once), "--simplify"]) == 0
     assert [n.op_type for n in gk.load(once).graph.node] == ["Mul", "Reshape"]
     assert main(["edit", str(once), str(tmp_path / "noop.onnx"), "--simplify"]) == 2
+
+
+def test_progress_bars_for_the_passes_and_the_verification(exported: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simplify", str(exported), str(tmp_path / "bar.onnx"), "--progress"]) == 0
+    err = capsys.readouterr().err
+    assert "graphkit simplify" in err and "passes" in err
+    assert "graphkit simplify: verify" in err
+    assert main(["simplify", str(exported), str(tmp_path / "quiet.onnx"), "--no-progress"]) == 0
+    assert "graphkit simplify" not in capsys.readouterr().err

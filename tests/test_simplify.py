@@ -129,6 +129,19 @@ def test_exported_shape_chain_becomes_constant_reshapes_when_dims_are_static() -
     assert_same_values(model, result)
 
 
+def test_progress_counts_passes_and_ends_full() -> None:
+    model = parse(EXPORTED_BLOCK.replace("batch, seq", "2, 5"))
+    calls: list[tuple[int, int]] = []
+    report = gk.simplify_with_report(model, progress=lambda done, total: calls.append((done, total)))
+    per_round = len(passes.PASSES)
+    assert calls[-1] == (report.rounds * per_round, report.rounds * per_round)
+    assert [done for done, _ in calls[:-1]] == list(range(1, report.rounds * per_round + 1))
+    assert all(done <= total for done, total in calls)
+    folded: list[tuple[int, int]] = []
+    gk.fold_constants(model, progress=lambda done, total: folded.append((done, total)))
+    assert folded and folded[-1][0] == folded[-1][1]
+
+
 def test_dynamic_dims_get_constant_reshape_targets_that_copy_the_named_dims() -> None:
     model = parse(EXPORTED_BLOCK)
     result = gk.simplify_with_report(model)

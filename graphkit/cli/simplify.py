@@ -39,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--atol", type=number(lo=0), default=DEFAULT_ATOL, help=f"verification's absolute tolerance (default {DEFAULT_ATOL:g})")
     p.add_argument("--rtol", type=number(lo=0), default=DEFAULT_RTOL, help=f"verification's relative tolerance (default {DEFAULT_RTOL:g})")
     add_feed_options(p)
+    _render.add_progress_option(p)
     _common.add_output_options(p)
     p.set_defaults(func=run)
 
@@ -50,10 +51,13 @@ def run(args: argparse.Namespace) -> int:
                         reads=[(path, "a feed file") for path in (parsed.files if parsed else ())])
     plan.check()
     report = simplify_with_report(model, max_bytes=args.max_bytes, check=args.check,
-                                  passes=[p for p in PASSES if p not in args.skip])
+                                  passes=[p for p in PASSES if p not in args.skip],
+                                  progress=_render.progress("simplify", enabled=args.progress, unit="passes"))
+    _render.progress_done()
     verified = None
     if parsed is not None and report.model is not model:
-        verified = _verify(model, report.model, parsed.feeds, parsed.options(), Tolerance(args.atol, args.rtol))
+        verified = _verify(model, report.model, parsed.feeds, parsed.options(), Tolerance(args.atol, args.rtol),
+                           progress=args.progress)
     if verified is not None and not verified.passed:
         _show(args, report, verified, written=False)
         return 1
@@ -62,14 +66,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verify(model: Model, result: Model, feeds: Any, options: Any, tolerance: Tolerance) -> Comparison:
+def _verify(model: Model, result: Model, feeds: Any, options: Any, tolerance: Tolerance,
+            *, progress: bool | None) -> Comparison:
     """The outputs of ``result`` against ``model``'s on the same inputs; when they differ, every tensor
     both still have, so that the first divergence names a node."""
     outputs = [o.name for o in result.lazy_proto.graph.output]
-    first = compare(model, result, feeds=feeds, feed_options=options, tolerance=tolerance, tensors=outputs)
+    first = compare(model, result, feeds=feeds, feed_options=options, tolerance=tolerance, tensors=outputs,
+                    progress=_render.progress("simplify: verify", enabled=progress))
+    _render.progress_done()
     if first.passed:
         return first
-    return compare(model, result, feeds=feeds, feed_options=options, tolerance=tolerance)
+    found = compare(model, result, feeds=feeds, feed_options=options, tolerance=tolerance,
+                    progress=_render.progress("simplify: first divergence", enabled=progress))
+    _render.progress_done()
+    return found
 
 
 def _show(args: argparse.Namespace, report: Simplification, verified: Comparison | None, *, written: bool) -> None:
