@@ -172,7 +172,12 @@ def available_providers() -> list[str]:
 
 def _register_library(options: Any, library: str | os.PathLike[str], *, what: str = "custom-op library") -> None:
     path = Path(library)
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except OSError as err:  # (a name too long for the file system, a link loop)
+        raise UsageError(f"cannot use {what} {path}: {err.strerror or err}",
+                         hint="give the path of a compiled library with --custom-ops LIB.so") from err
+    if not found:
         raise UsageError(f"no such {what}: {path}", hint="give the path of a compiled library with --custom-ops LIB.so")
     try:
         options.register_custom_ops_library(str(path))

@@ -377,3 +377,12 @@ def test_a_recipe_replays_every_new_edit(tmp_path: Path, capsys: pytest.CaptureF
     assert got["y"].dtype == np.float16 and list(got) == ["y", "norm_out"]
     np.testing.assert_allclose(got["y"].astype(np.float64), gelu_tanh @ WEIGHTS["wk"], rtol=2e-3, atol=2e-3)
     np.testing.assert_allclose(got["norm_out"], normed, rtol=1e-4, atol=1e-5)
+
+
+def test_replace_span_with_a_looping_link_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    loop = tmp_path / "loop.onnx"
+    loop.symlink_to(loop)  # (found by the fuzz campaign: a RuntimeError traceback)
+    out = tmp_path / "out.onnx"
+    code = main(["edit", str(fixture("whole_model.onnx")), str(out), "--replace-span", f"a:b={loop}"])
+    assert code == 2 and not out.exists()
+    assert "loop.onnx" in capsys.readouterr().err

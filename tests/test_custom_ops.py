@@ -152,6 +152,8 @@ def test_a_missing_or_broken_library_is_named(tmp_path: Path) -> None:
     model = gk.load(fixture("my_add.onnx"))
     with pytest.raises(gk.UsageError, match="no such custom-op library"):
         gk.run(model, custom_ops=[tmp_path / "nope.so"])
+    with pytest.raises(gk.UsageError, match="cannot use custom-op library"):  # (found by the fuzz campaign)
+        gk.run(model, custom_ops=[tmp_path / ("x" * 300 + ".so")])
     broken = tmp_path / "broken.so"
     broken.write_bytes(b"not a library")
     with pytest.raises(gk.RuntimeFailure) as err:

@@ -88,3 +88,10 @@ def test_cli_auto_mixed_prints_why_and_exits_1_when_out_of_reach(tmp_path: Path,
     text = capsys.readouterr().out
     assert "NOT within atol 0 / rtol 0" in text and "model run(s)" in text
     assert json.loads((tmp_path / "r.json").read_text())[0]["op"] == "to_float16"
+
+
+def test_cli_auto_mixed_with_an_empty_output_name_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from graphkit.cli import main
+
+    assert main(["convert", str(fixture("whole_model.onnx")), "", "--float16", "--auto-mixed"]) == 2
+    assert "names no file" in capsys.readouterr().err

@@ -117,8 +117,11 @@ def _run_mixed(args: argparse.Namespace) -> int:
     tol = tolerance(args.atol, args.rtol)
     model = _common.load(args.model)
     parsed = feed_args(args, [spec.name for spec in input_specs(model)], model.name)
-    recipe = args.save_recipe or str(Path(args.output).with_suffix(".recipe.yaml"))
     plan = _common.plan(args, model, output=args.output, reads=[(path, "a feed file") for path in parsed.files])
+    if not args.save_recipe and not Path(args.output).name:
+        raise UsageError(f"convert: the output {args.output!r} names no file, so no recipe name can be made from it",
+                         hint="give an output file such as out.onnx, or the recipe's file with --save-recipe")
+    recipe = args.save_recipe or str(Path(args.output).with_suffix(".recipe.yaml"))
     plan.write(recipe, "the recipe")
     plan.check()
     result = auto_mixed_precision(model, tolerance=tol, feeds=parsed.feeds, feed_options=parsed.options(),

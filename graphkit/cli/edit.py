@@ -260,7 +260,7 @@ def _replace_span(text: str) -> Step:
                          f"(found {len(sides) - 1})", hint=_SPAN_HINT)
     return Step("replace_span", {"inputs": _span_side(sides[0], text, "input"),
                                  "outputs": _span_side(sides[1], text, "output"),
-                                 "replacement": str(Path(path).resolve())})
+                                 "replacement": os.path.abspath(path)})  # (not resolve(): a link loop is load's error)
 
 
 def _rename_pattern(text: str) -> Step:
