@@ -43,6 +43,7 @@ from graphkit._options import Backend, FeedOptions, Provider, Tolerance
 from graphkit._ort import Settings, first_line, run_session
 from graphkit._run import as_value, make_feeds
 from graphkit._submodel import submodel
+from graphkit._typing import tensor_types
 from graphkit.errors import GraphkitError, RuntimeFailure, UsageError, WriteError
 
 __all__ = ["FAILS_ON", "Failure", "Reduction", "reduce", "save_repro"]
@@ -584,7 +585,7 @@ def save_repro(reduction: Reduction, outdir: str | os.PathLike[str], *, overwrit
     tmp = folder.parent / _write.temp_name(folder.name, _write.name_limit(folder.parent))
     try:
         tmp.mkdir()
-        _io.save(reduction.model, tmp / "model.onnx", external=False)
+        _io.save(_typed_outputs(reduction), tmp / "model.onnx", external=False)
         _savez(tmp / "inputs.npz", reduction.inputs)
         if reduction.expected:
             _savez(tmp / "expected.npz", reduction.expected)
@@ -597,6 +598,25 @@ def save_repro(reduction: Reduction, outdir: str | os.PathLike[str], *, overwrit
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return folder
+
+
+def _typed_outputs(reduction: Reduction) -> Model:
+    """The repro's model with every graph output typed, as onnx.checker requires: from the expected
+    values where there are some, else from inference (an output nothing can type stays as it is)."""
+    model = reduction.model
+    untyped = [o.name for o in model.lazy_proto.graph.output if not o.type.WhichOneof("value")]
+    if not untyped:
+        return model
+    types = {n: _value_info(n, v).type for n, v in reduction.expected.items() if n in untyped and isinstance(v, np.ndarray)}
+    rest = [n for n in untyped if n not in types]
+    if rest:
+        types |= tensor_types(model, rest, observe=False).types
+    proto = onnx.ModelProto()
+    proto.CopyFrom(model.lazy_proto)
+    for output in proto.graph.output:
+        if output.name in types and not output.type.WhichOneof("value"):
+            output.type.CopyFrom(types[output.name])
+    return model.derive(proto)
 
 
 def _savez(path: Path, values: Mapping[str, Any]) -> None:

@@ -111,6 +111,7 @@ def test_save_repro_writes_the_four_files_and_its_command_reproduces(tmp_path: P
     text = capsys.readouterr().out
     assert code == 1 and "kept 1 of 11 nodes: /Add" in text
     assert sorted(p.name for p in out.iterdir()) == ["README.txt", "expected.npz", "inputs.npz", "model.onnx"]
+    onnx.checker.check_model(str(out / "model.onnx"), full_check=True)  # (its outputs are typed)
     readme = (out / "README.txt").read_text()
     command = next(line.strip() for line in readme.splitlines() if line.strip().startswith("python -m graphkit"))
     assert command.startswith(f"python -m graphkit compare {out}/model.onnx --reference {out}/expected.npz "
@@ -137,6 +138,7 @@ def test_cli_reduce_writes_the_repro_and_prints_the_runs(tmp_path: Path, capsys:
     text = capsys.readouterr().out
     assert code == 0 and "kept 1 of 100 nodes: reshape70" in text and "(a linear scan: 72)" in text
     assert (tmp_path / "out" / "model.onnx").is_file() and (tmp_path / "out" / "inputs.npz").is_file()
+    onnx.checker.check_model(str(tmp_path / "out" / "model.onnx"), full_check=True)
     assert main(["run", str(tmp_path / "out" / "model.onnx"), "--input", str(tmp_path / "out" / "inputs.npz")]) == 2
     assert "Reshape node. Name:'reshape70'" in capsys.readouterr().err
 
