@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 import onnx
 
-from graphkit import _backends, _io, _write
+from graphkit import _backends, _io, _progress, _write
 from graphkit import _check_args as argcheck
 from graphkit._compare import BACKENDS, _side_settings, compare, tensor_figures
 from graphkit._custom_ops import CustomOp
@@ -41,6 +41,7 @@ from graphkit._graph import GraphIndex
 from graphkit._model import Model
 from graphkit._options import Backend, FeedOptions, Provider, Tolerance
 from graphkit._ort import Settings, first_line, run_session
+from graphkit._progress import Progress
 from graphkit._run import as_value, make_feeds
 from graphkit._submodel import submodel
 from graphkit._typing import tensor_types
@@ -154,6 +155,7 @@ def reduce(
     custom_ops: Sequence[str | os.PathLike[str]] = (),
     python_ops: Sequence[CustomOp | str | os.PathLike[str]] = (),
     divergence: tuple[str, str] | None = None,
+    progress: Progress | None = None,
 ) -> Reduction:
     """The smallest subgraph of ``model`` (or, comparing two models, of ``other``) that fails the same way.
 
@@ -175,6 +177,8 @@ def reduce(
         python_ops: Python implementations of custom operators (``graphkit.custom_op``), or files of them.
         divergence: (candidate tensor, reference tensor) of a first divergence a comparison already
             found (compare: skips running the comparison again).
+        progress: Called as ``progress(runs, bound)`` after each model run (``bound``: the runs a linear
+            scan could take, raised if the search needs more).
 
     Raises:
         UsageError: The model does not fail that way (nothing to reduce), or contradictory options.
@@ -187,6 +191,7 @@ def reduce(
     argcheck.choice(candidate_backend, "candidate_backend", BACKENDS)
     argcheck.instance(tolerance, "tolerance", Tolerance, "a graphkit.Tolerance")
     argcheck.instance(feed_options, "feed_options", FeedOptions, "a graphkit.FeedOptions")
+    progress = _progress.check(progress)
     if divergence is not None:
         argcheck.names(divergence, "divergence", what="tensor name")
         if len(divergence) != 2:
@@ -201,10 +206,36 @@ def reduce(
         ref_backend: Backend = backend or ("ort" if other is not None else "ort-noopt")
         reducer = _CompareReducer(model, other, feeds, feed_options, ref_backend, candidate_backend, tolerance,
                                   config, ref_config)
-        if divergence is not None:
-            return reducer.around(divergence[0], divergence[1])
-        return reducer.reduce()
-    return _RunReducer(model, fails_on, feeds, feed_options, config).reduce()
+        reducer.watch(progress, len(reducer.cand.order))
+        found = reducer.around(divergence[0], divergence[1]) if divergence is not None else reducer.reduce()
+        _progress.report(progress, reducer.runs, reducer.runs)
+        return found
+    runner = _RunReducer(model, fails_on, feeds, feed_options, config)
+    runner.watch(progress, len(runner.side.order) + 1)
+    found = runner.reduce()
+    _progress.report(progress, runner.runs, runner.runs)
+    return found
+
+
+class _Counted:
+    """A reducer's count of model runs, reported to ``progress`` as it grows (against ``bound``, the
+    runs a linear scan could take, raised if the search needs more)."""
+
+    _runs = 0
+    _progress: Progress | None = None
+    _bound = 0
+
+    def watch(self, progress: Progress | None, bound: int) -> None:
+        self._progress, self._bound = progress, bound
+
+    @property
+    def runs(self) -> int:
+        return self._runs
+
+    @runs.setter
+    def runs(self, value: int) -> None:
+        self._runs = value
+        _progress.report(self._progress, value, max(self._bound, value))
 
 
 # ------------------------------------------------------------------------------------------ shared
@@ -228,17 +259,9 @@ class _Side:
         node = self.nodes[i]
         return node.name or f"{node.op_type}#{i}"
 
-    def cone(self, tensors: Sequence[str], limit: int | None = None) -> list[int]:
+    def cone(self, tensors: Sequence[str]) -> list[int]:
         """The nodes the tensors depend on, in execution order."""
-        found: set[int] = set()
-        stack = [self.index.producer[t] for t in tensors if t in self.index.producer]
-        while stack:
-            i = stack.pop()
-            if i in found:
-                continue
-            found.add(i)
-            stack.extend(self.index.producer[r] for r in self.index.node_reads[i] if r in self.index.producer)
-        return sorted(found, key=lambda i: self.rank.get(i, i))
+        return sorted(self.index.upstream_nodes(tensors), key=lambda i: self.rank.get(i, i))
 
     def boundary(self, nodes: Sequence[int]) -> list[str]:
         """What ``nodes`` read that none of them produces and that is no weight."""
@@ -313,7 +336,7 @@ def _window_search(size: int, fails: Any) -> int | None:
 # --------------------------------------------------------------------------------------- load, run
 
 
-class _RunReducer:
+class _RunReducer(_Counted):
     """Reduces a model ONNX Runtime refuses or fails to run."""
 
     def __init__(self, model: Model, kind: str, feeds: Mapping[str, Any] | None, feed_options: FeedOptions,
@@ -450,7 +473,7 @@ def _provider_args(config: Settings, prefix: str = "") -> tuple[str, ...]:
 # ----------------------------------------------------------------------------------------- compare
 
 
-class _CompareReducer:
+class _CompareReducer(_Counted):
     """Reduces a comparison that leaves tolerance to the smallest window around its first divergence
     that, fed the reference side's values, still leaves tolerance on the candidate side."""
 

@@ -185,7 +185,7 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
                                "feed_options": gk.FeedOptions(), "backend": None, "candidate_backend": "ort",
                                "tolerance": gk.Tolerance(), "provider": "cpu", "reference_provider": None,
                                "candidate_provider": None, "provider_options": None, "custom_ops": (),
-                               "python_ops": (), "divergence": None}),
+                               "python_ops": (), "divergence": None, "progress": None}),
         "save_repro": (gk.save_repro, {"reduction": gk.reduce(broken), "outdir": tmp / "repro", "overwrite": True}),
         "markers": (gk.markers, {"model": markers, "domain": "my", "op": "Debug", "attr": "name", "expose": True}),
         "FeedOptions": (gk.FeedOptions, {"seed": 0, "shapes": {"x": [1, 4]}, "dims": {"batch": 1},

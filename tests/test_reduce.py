@@ -61,6 +61,15 @@ def test_a_deep_run_failure_reduces_to_its_node_in_fewer_runs_than_a_linear_scan
     assert model.proto.SerializeToString() == before
 
 
+def test_progress_counts_runs_against_a_linear_scan_and_ends_full() -> None:
+    calls: list[tuple[int, int]] = []
+    result = gk.reduce(_chain(), feeds={"x": np.ones(10, np.float32)},
+                       progress=lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (result.runs, result.runs)
+    assert [done for done, _ in calls[:-1]] == list(range(1, result.runs + 1))
+    assert calls[0][1] == 101  # (the bound: a linear scan of the 100 nodes, and the whole model)
+
+
 def test_the_repro_keeps_the_value_the_failure_needs() -> None:
     result = gk.reduce(_chain(), fails_on="run", feed_options=_SHAPE)
     expected = gk.run(_chain(length=_FAILING), feed_options=_SHAPE)["t69"]

@@ -47,6 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rtol", type=number(lo=0), default=DEFAULT_RTOL, help=f"compare: relative tolerance (default {DEFAULT_RTOL:g})")
     p.add_argument("--overwrite", action="store_true", help="replace OUTDIR if it is not empty")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    _render.add_progress_option(p)
     p.set_defaults(func=run)
 
 
@@ -60,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
     result = reduce(model, other, fails_on=args.fails_on, feeds=parsed.feeds, feed_options=parsed.options(),
                     backend=args.backend, candidate_backend=args.candidate_backend,
                     tolerance=Tolerance(args.atol, args.rtol), provider=args.provider,
-                    provider_options=provider_options(args.provider_options), **runtime_kwargs(args))
+                    provider_options=provider_options(args.provider_options),
+                    progress=_render.progress("reduce", enabled=args.progress, unit="runs"), **runtime_kwargs(args))
+    _render.progress_done()
     save_repro(result, args.outdir, overwrite=args.overwrite)
     if args.json:
         _render.json_out({**result.to_dict(), "outdir": args.outdir})
