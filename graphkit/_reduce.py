@@ -249,10 +249,10 @@ class _Side:
         self.proto = model.lazy_proto
         self.index = GraphIndex(self.proto.graph)
         try:
-            self.order = list(self.index.topological_order())
+            self.order, self.rank = self.index.order, self.index.rank
         except GraphkitError:  # (a cycle or a dangling read: keep the file's order, ONNX Runtime will say)
             self.order = list(range(len(self.proto.graph.node)))
-        self.rank = {i: k for k, i in enumerate(self.order)}
+            self.rank = {i: i for i in self.order}
         self.nodes = self.proto.graph.node
 
     def name(self, i: int) -> str:
