@@ -65,7 +65,7 @@ OPERATIONS: dict[str, Callable[..., Model]] = {
 } | {
     name: getattr(_simplify, name)
     for name in ("fold_constants", "constants_to_initializers", "remove_identities", "fold_shapes", "merge_constants",
-                 "simplify")
+                 "fuse_gemm", "inline_branches", "simplify")
 } | {"to_float16": to_float16, "set_dtype": set_dtype}
 #: Operations without a ``check`` keyword (their result is validated with the whole recipe's).
 _UNCHECKED = frozenset({"to_float16", "set_dtype"})

@@ -19,9 +19,13 @@ The passes, run in rounds until a round changes nothing:
   in batches whose weights stay within a byte budget; a value larger than ``max_bytes`` is not
   stored (its nodes stay), no node reading a weight larger than ``max_bytes`` is evaluated, and
   DequantizeLinear is kept (a QDQ model's weights stay quantized).
+- ``branches``: an If whose condition is a constant is replaced by the nodes of the branch it takes
+  (``graphkit._rewrite``: clashing names renamed, outer-scope reads and nested bodies kept).
 - ``fuse``: an inference BatchNormalization, or a Mul or Add by a per-channel constant, after a Conv
   whose output it alone reads is folded into the Conv's weights and bias; two Transposes in a row
   are one (none when they cancel).
+- ``gemm``: ``Add(MatMul(A, B), C)`` becomes ``Gemm(A, B, C)`` where that is exact: A proven 2-D, B a
+  2-D constant, C a constant broadcasting to the product, float or double (``graphkit._rewrite``).
 - ``merge``: initializers with the same dtype, shape and bytes (or the same external location) are
   merged into one.
 - ``cse``: nodes with the same op, attributes and inputs are computed once.
@@ -47,7 +51,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from graphkit import _check_args as argcheck
-from graphkit import _ort, _progress
+from graphkit import _ort, _progress, _rewrite
 from graphkit._edit._common import _drop_opsets, _noop_returns_input, _rename_scope
 from graphkit._edit.cleaning import _clean_functions, _clean_graph, _prune
 from graphkit._graph import GraphIndex, node_label, subgraphs
@@ -60,14 +64,15 @@ from graphkit._validate import check_or_raise
 from graphkit.errors import GraphkitError, NoChangeError, UsageError
 
 __all__ = [
-    "PASSES", "Simplification", "constants_to_initializers", "fold_constants", "fold_shapes", "merge_constants",
-    "op_counts", "remove_identities", "run_passes", "simplify", "simplify_with_report",
+    "PASSES", "Simplification", "constants_to_initializers", "fold_constants", "fold_shapes", "fuse_gemm",
+    "inline_branches", "merge_constants", "op_counts", "remove_identities", "run_passes", "simplify",
+    "simplify_with_report",
 ]
 
 log = logging.getLogger(__name__)
 
 #: The passes, in the order each round runs them.
-PASSES = ("constants", "identities", "shapes", "reshapes", "fold", "fuse", "merge", "cse", "dead")
+PASSES = ("constants", "identities", "shapes", "reshapes", "fold", "branches", "fuse", "gemm", "merge", "cse", "dead")
 #: Folded values larger than this are not stored (their nodes stay), by default.
 DEFAULT_MAX_BYTES = 64 * 2**20
 #: At most this many bytes of weights, and this many nodes, are handed to ONNX Runtime in one folding
@@ -963,6 +968,49 @@ def _per_channel(value: np.ndarray, channels: int, rank: int) -> np.ndarray | No
     return np.broadcast_to(value.reshape(-1).astype(np.float64), (channels,)).copy()
 
 
+# ------------------------------------------------------------ MatMul + Add into Gemm, constant If
+
+
+def _scopes(state: _State) -> list[tuple[onnx.GraphProto, dict[str, onnx.TensorProto], bool]]:
+    """Every graph with the constants its nodes can read (an enclosing graph's too), main graph first."""
+    found: list[tuple[onnx.GraphProto, dict[str, onnx.TensorProto], bool]] = []
+
+    def walk(graph: onnx.GraphProto, outer: Mapping[str, onnx.TensorProto], top: bool) -> None:
+        consts = _visible_constants(graph, outer, listed=top and state.old_ir)
+        found.append((graph, consts, top))
+        for node in graph.node:
+            for sub in subgraphs(node):
+                walk(sub, consts, False)
+
+    walk(state.proto.graph, {}, True)
+    return found
+
+
+def _pass_gemm(state: _State) -> int:
+    count = 0
+    for graph, consts, top in _scopes(state):
+        names = _rewrite.gemm_candidates(graph, consts)
+        if names:
+            # (inferred, not declared: Gemm needs A's rank proven)
+            types = _types_of(state, graph, list(dict.fromkeys(names)), top=top, declared=False)
+            count += _rewrite.fuse_gemms(graph, consts, types, state.opset)
+    return count
+
+
+def _pass_branches(state: _State) -> int:
+    top = state.proto.graph
+    count = 0
+    for graph, consts, is_top in _scopes(state):
+        if not any(n.op_type == "If" for n in graph.node) or (state.old_ir and not is_top):
+            continue
+        known = len(graph.initializer)
+        count += _rewrite.inline_constant_ifs(graph, consts, lambda t: tensor_value(state.model, t), top)
+        if is_top and state.old_ir:  # (before IR version 4 every initializer is also a graph input)
+            graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                               for t in graph.initializer[known:])
+    return count
+
+
 # -------------------------------------------------------------------------- identical constants
 
 
@@ -1071,7 +1119,9 @@ _PASS_FUNCTIONS = {
     "shapes": _pass_shapes,
     "reshapes": _pass_reshapes,
     "fold": _pass_fold,
+    "branches": _pass_branches,
     "fuse": _pass_fuse,
+    "gemm": _pass_gemm,
     "merge": _pass_merge,
     "cse": _pass_cse,
     "dead": _pass_dead,
@@ -1165,3 +1215,30 @@ def merge_constants(model: Model, /, *, check: bool = True) -> Model:
         InvalidModelError: The result is invalid.
     """
     return _as_edit(model, ["merge"], what="merge_constants", check=check, hint="no two initializers are equal")
+
+
+@_noop_returns_input
+def fuse_gemm(model: Model, /, *, check: bool = True) -> Model:
+    """Replace ``Add(MatMul(A, B), C)`` by ``Gemm(A, B, C)`` where that is the same computation: A of
+    rank 2 (proven by inference), B a 2-D constant, C a constant that broadcasts to the product
+    (``[N]``, ``[1, N]``, ...), all float or double, the product read by the Add alone; in every graph.
+
+    Raises:
+        InvalidModelError: Shape inference contradicts the model itself, or the result is invalid.
+    """
+    return _as_edit(model, ["gemm"], what="fuse_gemm", check=check,
+                    hint="no MatMul of a 2-D input by a 2-D constant is followed by an Add of a constant bias")
+
+
+@_noop_returns_input
+def inline_branches(model: Model, /, *, check: bool = True) -> Model:
+    """Replace each If whose condition is a constant by the nodes of the branch it takes, in every graph
+    (the branch's names that clash with the model's are renamed; its weights and value_info move along).
+    Follow with ``fold_constants`` to fold a condition computed from constants first.
+
+    Raises:
+        InvalidModelError: The result is invalid.
+    """
+    return _as_edit(model, ["branches"], what="inline_branches", check=check,
+                    hint="no If has a constant condition (an initializer); --fold-constants first folds a "
+                         "condition computed from constants")

@@ -938,6 +938,8 @@ def _edit_flag(ws: Workspace, key: str, info: ModelInfo, rng: random.Random) -> 
         "--remove-identities": ("", "lit", ""),
         "--fold-shapes": ("", "lit", ""),
         "--merge-constants": ("", "lit", ""),
+        "--fuse-gemm": ("", "lit", ""),
+        "--inline-branches": ("", "lit", ""),
         "--simplify": ("", "lit", ""),
     }
     known = verb_flags("edit")

@@ -130,3 +130,29 @@ def test_progress_bars_for_the_passes_and_the_verification(exported: Path, tmp_p
     assert "graphkit simplify: verify" in err
     assert main(["simplify", str(exported), str(tmp_path / "quiet.onnx"), "--no-progress"]) == 0
     assert "graphkit simplify" not in capsys.readouterr().err
+
+
+BRANCH_AND_LINEAR = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[2, 3] x) => (float[2, 2] y) <float[3, 2] w = {1.0, 2.0, 3.0, 4.0, 5.0, 6.0}, float[2] b = {0.5, -0.5}> {
+  yes = Constant<value = bool {1}>()
+  h = If(yes) <
+    then_branch = t () => (float[2, 3] a) { a = Relu(x) },
+    else_branch = e () => (float[2, 3] c) { c = Neg(x) }
+  >
+  p = MatMul(h, w)
+  y = Add(p, b)
+}"""
+
+
+def test_gemm_and_branch_passes_are_edit_options_and_recipe_steps(tmp_path: Path) -> None:
+    source, out, recipe = tmp_path / "m.onnx", tmp_path / "o.onnx", tmp_path / "r.yaml"
+    gk.save(gk.parse_model(BRANCH_AND_LINEAR), source)
+    assert main(["edit", str(source), str(out), "--fold-constants", "--inline-branches", "--fuse-gemm",
+                 "--save-recipe", str(recipe)]) == 0
+    assert [n.op_type for n in gk.load(out).graph.node] == ["Relu", "Gemm"]
+    feeds = {"x": np.array([[1.0, -2.0, 3.0], [-0.5, 0.25, 2.0]], np.float32)}
+    np.testing.assert_array_equal(gk.run(gk.load(out), feeds)["y"], gk.run(gk.load(source), feeds)["y"])
+    again = tmp_path / "again.onnx"
+    assert main(["edit", str(source), str(again), "--recipe", str(recipe)]) == 0
+    assert [n.op_type for n in gk.load(again).graph.node] == ["Relu", "Gemm"]
+    assert main(["edit", str(out), str(tmp_path / "noop.onnx"), "--fuse-gemm"]) == 2

@@ -441,3 +441,148 @@ def test_light_models_simplify_to_the_same_values(path: Path) -> None:
     assert "Dropout" not in ops(result) and "Identity" not in ops(result)
     if result is not model:
         assert_same_values(model, result)
+
+
+# ------------------------------------------------------------------------------ MatMul + Add → Gemm
+
+
+def linear(x_dims: list[int | str], bias: np.ndarray, *, dtype: type = np.float32, twice: bool = False) -> gk.Model:
+    rng = np.random.default_rng(1)
+    b = gk.GraphBuilder("linear")
+    x = b.input("x", np.dtype(dtype).name, x_dims)
+    w = b.initializer(rng.standard_normal((8, 6)).astype(dtype), "w")
+    product = b.node("MatMul", [x, w], outputs=["p"])
+    y = b.node("Add", [b.initializer(bias.astype(dtype), "b"), product], outputs=["y"])
+    out_dims = [*x_dims[:-1], 6] if bias.ndim < 3 else [*bias.shape[:-2], *x_dims[:-1], 6]
+    b.output(y, np.dtype(dtype).name, out_dims)
+    if twice:
+        b.output(b.node("Relu", [product], outputs=["r"]), np.dtype(dtype).name, [*x_dims[:-1], 6])
+    return b.build()
+
+
+@pytest.mark.parametrize("bias_shape", [(6,), (1,), (1, 6), (4, 6), (4, 1), ()])
+def test_matmul_and_add_of_a_bias_become_one_gemm(bias_shape: tuple[int, ...]) -> None:
+    model = linear([4, 8], np.random.default_rng(2).standard_normal(bias_shape))
+    result = gk.simplify_with_report(model)
+    assert ops(result.model) == ["Gemm"] and result.changes["gemm"] == 1
+    gemm = result.model.graph.node[0]
+    assert list(gemm.input) == ["x", "w", "b"] and list(gemm.output) == ["y"] and not gemm.attribute
+    assert_same_values(model, result.model, rtol=0)  # (ONNX Runtime computes both the same way: bit-identical)
+    assert gk.fuse_gemm(model).graph.node[0].op_type == "Gemm"
+
+
+def test_a_dynamic_row_count_fuses_with_a_row_bias_only() -> None:
+    rng = np.random.default_rng(3)
+    model = linear(["n", 8], rng.standard_normal(6))
+    result = gk.simplify(model)
+    assert ops(result) == ["Gemm"]
+    for n in (1, 5):
+        assert_same_values(model, result, rtol=0, n=n)
+    assert ops(gk.simplify(linear(["n", 8], rng.standard_normal((4, 6))))) == ["MatMul", "Add"]  # (n may not be 4)
+
+
+@pytest.mark.parametrize(("x_dims", "bias_shape", "dtype", "twice"), [
+    ([2, 4, 8], (6,), np.float32, False),     # MatMul broadcasts a batch dim; Gemm cannot
+    ([4, 8], (2, 4, 6), np.float32, False),   # Add would grow the product to 3-D
+    ([4, 8], (6,), np.int32, False),          # ONNX Runtime has no int32 Gemm
+    ([4, 8], (6,), np.float32, True),         # the product is read twice
+])
+def test_matmul_add_stays_where_gemm_is_not_the_same(x_dims: list[int | str], bias_shape: tuple[int, ...],
+                                                     dtype: type, twice: bool) -> None:
+    model = linear(x_dims, np.ones(bias_shape), dtype=dtype, twice=twice)
+    assert "Gemm" not in ops(gk.simplify(model))
+    with pytest.raises(gk.NoChangeError) as err:
+        gk.fuse_gemm.__wrapped__(model)  # type: ignore[attr-defined]
+    assert "Add of a constant bias" in err.value.hint
+
+
+def test_gemm_fusion_reaches_bodies_and_keeps_the_body_valid() -> None:
+    model = parse("""
+g (bool c, float[2, 3] x) => (float[2, 2] y) <float[3, 2] w = {1.0, 2.0, 3.0, 4.0, 5.0, 6.0}, float[2] b = {0.5, -0.5}> {
+  y = If(c) <
+    then_branch = t () => (float[2, 2] a) { p = MatMul(x, w)\n a = Add(p, b) },
+    else_branch = e () => (float[2, 2] d) { q = MatMul(x, w)\n d = Sub(q, b) }
+  >
+}""")
+    result = gk.simplify(model)
+    branches = {a.name: a.g for a in result.graph.node[0].attribute}
+    assert ops_of(branches["else_branch"]) == ["MatMul", "Sub"]
+    onnx.checker.check_model(result.proto, full_check=True)
+    for c in (True, False):
+        feeds = {"c": np.array(c), "x": np.arange(6, dtype=np.float32).reshape(2, 3)}
+        np.testing.assert_array_equal(gk.run(result, feeds)["y"], gk.run(model, feeds)["y"])
+
+
+# ------------------------------------------------------------------------- If with a constant condition
+
+CONSTANT_IF = """
+g (bool c, float[2] x) => (float[2] y, float[2] z) <float[2] k = {1.0, 2.0}> {
+  yes = Constant<value = bool {1}>()
+  t = Neg(x)
+  a = If(yes) <
+    then_branch = b1 () => (float[2] m) {
+      u = Add(x, k)
+      m = Mul(u, u)
+    },
+    else_branch = b2 () => (float[2] e) { e = Abs(x) }
+  >
+  nested = If(yes) <
+    then_branch = b3 () => (float[2] s) {
+      u = Sub(x, t)
+      inner = Mul(u, x)
+      s = If(c) <
+        then_branch = b4 () => (float[2] v) { v = Add(inner, k) },
+        else_branch = b5 () => (float[2] w) { w = Mul(inner, k) }
+      >
+    },
+    else_branch = b6 () => (float[2] f) { f = Neg(x) }
+  >
+  no = Not(yes)
+  through = If(no) <
+    then_branch = b7 () => (float[2] g1) { g1 = Relu(x) },
+    else_branch = b8 () => (float[2] g2) <float[2] three = {3.0, 4.0}> { g2 = Identity(three) }
+  >
+  sum = Add(a, nested)
+  y = Add(sum, through)
+  z = If(no) <
+    then_branch = b9 () => (float[2] h1) { h1 = Relu(x) },
+    else_branch = b10 () => (float[2] t2) { t2 = Identity(t) }
+  >
+}
+"""
+
+
+def test_an_if_with_a_constant_condition_becomes_the_branch_it_takes() -> None:
+    model = parse(CONSTANT_IF)
+    branch_value_info = model.graph.node[2].attribute[0].g.value_info
+    branch_value_info.append(helper.make_tensor_value_info("u", onnx.TensorProto.FLOAT, [2]))
+    result = gk.simplify_with_report(model)
+    assert result.changes["branches"] == 4
+    found = ops(result.model)
+    assert found.count("If") == 1 and "Not" not in found  # (only the If on the graph input 'c' stays)
+    names = [o for n in result.model.graph.node for o in n.output]
+    # (the first branch's 'u' is renamed: the second branch defines one too; its value_info follows)
+    assert len(names) == len(set(names)) and "u" in names and "u_1" in names
+    assert [v.name for v in result.model.graph.value_info] == ["u_1"]
+    assert next(n for n in result.model.graph.node if "u_1" in n.output).op_type == "Add"
+    inner = next(n for n in result.model.graph.node if n.op_type == "If")
+    assert {a.name for a in inner.attribute} == {"then_branch", "else_branch"}
+    for c in (True, False):
+        feeds = {"c": np.array(c), "x": np.array([1.5, -2.0], np.float32)}
+        expected, found_values = gk.run(model, feeds), gk.run(result.model, feeds)
+        for name in ("y", "z"):
+            np.testing.assert_array_equal(found_values[name], expected[name])
+    onnx.checker.check_model(result.model.proto, full_check=True)
+
+
+def test_inline_branches_is_an_edit_option_that_needs_a_constant_condition() -> None:
+    model = parse(CONSTANT_IF)
+    folded = gk.fold_constants(model)  # (Not(yes) becomes a constant: every If but the inner one can go)
+    result = gk.inline_branches(folded)
+    assert [n.op_type for n in result.graph.node].count("If") == 1
+    assert_same_values(model, result)
+    dynamic = parse("g (bool c, float[2] x) => (float[2] y) { y = If(c) < then_branch = t () => (float[2] a) "
+                    "{ a = Neg(x) }, else_branch = e () => (float[2] b) { b = Abs(x) } > }")
+    with pytest.raises(gk.NoChangeError) as err:
+        gk.inline_branches.__wrapped__(dynamic)  # type: ignore[attr-defined]
+    assert "--fold-constants" in err.value.hint

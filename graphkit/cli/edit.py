@@ -366,6 +366,10 @@ OPTIONS: dict[str, tuple[str | None, Callable[[Any], Step], str]] = {
     "--fold-shapes": (None, lambda _t: Step("fold_shapes", {}),
                       "replace Shape/Size of static dims by constants and give Reshapes constant targets"),
     "--merge-constants": (None, lambda _t: Step("merge_constants", {}), "merge initializers holding equal values"),
+    "--fuse-gemm": (None, lambda _t: Step("fuse_gemm", {}),
+                    "turn MatMul (2-D input, 2-D constant weight) + Add of a constant bias into one Gemm"),
+    "--inline-branches": (None, lambda _t: Step("inline_branches", {}),
+                          "replace an If whose condition is a constant by the branch it takes"),
     "--simplify": (None, lambda _t: Step("simplify", {}), "every pass of 'graphkit simplify' (without its verification)"),
 }
 

@@ -1,0 +1,232 @@
+"""Rewrites of simplify that replace a pattern by fewer standard nodes: MatMul + Add into Gemm, and an
+If whose condition is a constant by the branch it takes.
+
+Both work on one graph in place and return how many nodes they removed; ``graphkit._simplify`` runs
+them on every graph (If/Loop/Scan bodies too) as its ``gemm`` and ``branches`` passes.
+
+MatMul + Add becomes ``Gemm(A, B, C)`` (alpha = beta = 1, no transposes) only where that is the same
+computation at every input size:
+
+- A has rank 2 (proven by inference, not by value_info) and B is a 2-D constant; Gemm multiplies
+  matrices only, while MatMul broadcasts batch dims (``[batch, seq, k]`` inputs keep MatMul).
+- C is a constant that broadcasts unidirectionally to the product's ``(M, N)``: ``[N]``, ``[1]``,
+  ``[1, N]``, ``[1, 1]``, or ``[M, N]`` / ``[M, 1]`` when M is a proven size; a scalar too. Add's own
+  broadcasting could also grow the product (``[M, N] + [K, M, N]``), which Gemm cannot: refused.
+- A, B and C are float or double (Gemm's types at every opset from 7, where C broadcasts; ONNX
+  Runtime's CPU Gemm has exactly these two), and the model imports the default domain at 7 or above.
+- The MatMul's output is read by that Add alone and is no graph output.
+
+onnxoptimizer's ``fuse_matmul_add_bias_into_gemm`` takes the same cases (rank-2 operands, a bias of
+``[N]`` or ``[1|M, N]``); onnxslim also takes rank-3 inputs by wrapping Gemm in two Reshapes, which
+does not make the graph smaller.
+
+An If whose condition is a constant (an initializer, or an enclosing graph's) is replaced by the
+nodes of the branch it takes: the branch's names that clash with any name of the model get fresh
+ones (its nested bodies' reads follow, unless they shadow the name), its initializers and value_info
+move to the graph, its outputs are written under the If's output names (where the branch passes a
+tensor through, the If's readers read that tensor; an Identity writes it when it is a graph output).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from graphkit._edit._common import _fresh, _rename_scope
+from graphkit._graph import GraphIndex, subgraphs
+
+__all__ = ["fuse_gemms", "gemm_candidates", "inline_constant_ifs"]
+
+_STANDARD = ("", "ai.onnx")
+#: Gemm's element types that ONNX Runtime's CPU kernel has, at every opset from 7 on.
+_GEMM_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE})
+#: Gemm broadcasts C unidirectionally from opset 7 (earlier versions need a ``broadcast`` attribute).
+_GEMM_OPSET = 7
+
+
+def gemm_candidates(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto]) -> list[str]:
+    """The tensors whose types ``fuse_gemms`` needs: each candidate MatMul's data input and output."""
+    names: list[str] = []
+    for node in graph.node:
+        if node.op_type == "MatMul" and node.domain in _STANDARD and len(node.input) == 2 \
+                and node.input[1] in consts and node.input[0] not in consts:
+            names.extend((node.input[0], node.output[0]))
+    return names
+
+
+def fuse_gemms(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto],
+               types: Mapping[str, onnx.TypeProto], opset: int) -> int:
+    """Replace ``Add(MatMul(A, B), C)`` by ``Gemm(A, B, C)`` where exact (see the module docstring).
+
+    Args:
+        graph: The graph, changed in place.
+        consts: The constants its nodes can read (name → initializer).
+        types: Inferred types of the tensors ``gemm_candidates`` names.
+        opset: The model's default-domain opset version.
+
+    Returns:
+        How many nodes went (one per fusion).
+    """
+    if opset < _GEMM_OPSET:
+        return 0
+    index = GraphIndex(graph)
+    replaced: dict[int, onnx.NodeProto] = {}
+    gone: set[int] = set()
+    for i, node in enumerate(index.nodes):
+        if node.op_type != "MatMul" or node.domain not in _STANDARD or len(node.input) != 2 or len(node.output) != 1:
+            continue
+        product = node.output[0]
+        readers = index.consumers.get(product, [])
+        if len(readers) != 1 or product in index.output_set or readers[0] in replaced:
+            continue
+        add = index.nodes[readers[0]]
+        if add.op_type != "Add" or add.domain not in _STANDARD or len(add.input) != 2 or add.input[0] == add.input[1]:
+            continue
+        bias = add.input[1] if add.input[0] == product else add.input[0]
+        if not _fusable(node, bias, consts, types):
+            continue
+        gemm = helper.make_node("Gemm", [node.input[0], node.input[1], bias], list(add.output),
+                                name=add.name or node.name)
+        replaced[readers[0]] = gemm
+        gone.add(i)
+    if not gone:
+        return 0
+    kept = [replaced.get(i, n) for i, n in enumerate(index.nodes) if i not in gone]
+    del graph.node[:]
+    graph.node.extend(kept)
+    dropped = {index.nodes[i].output[0] for i in gone}
+    kept_info = [v for v in graph.value_info if v.name not in dropped]
+    del graph.value_info[:]
+    graph.value_info.extend(kept_info)
+    return len(gone)
+
+
+def _fusable(matmul: onnx.NodeProto, bias: str, consts: Mapping[str, onnx.TensorProto],
+             types: Mapping[str, onnx.TypeProto]) -> bool:
+    data, weight_name = matmul.input
+    weight, c = consts.get(weight_name), consts.get(bias)
+    if weight is None or c is None or data in consts or len(weight.dims) != 2:
+        return False
+    if weight.data_type not in _GEMM_TYPES or c.data_type != weight.data_type:
+        return False
+    a = _tensor_dims(types.get(data), weight.data_type)
+    if a is None or len(a) != 2 or (isinstance(a[1], int) and a[1] != weight.dims[0]):
+        return False
+    return _broadcasts_to(list(c.dims), a[0], int(weight.dims[1]))
+
+
+def _tensor_dims(tp: onnx.TypeProto | None, elem: int) -> list[int | str] | None:
+    """The dims of a tensor type of element type ``elem`` (a size, or a name/"?" for others), else None."""
+    if tp is None or tp.WhichOneof("value") != "tensor_type" or tp.tensor_type.elem_type != elem \
+            or not tp.tensor_type.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tp.tensor_type.shape.dim]
+
+
+def _broadcasts_to(dims: list[int], m: int | str, n: int) -> bool:
+    """Whether a constant of ``dims`` broadcasts unidirectionally to ``(m, n)`` (so Add gives ``(m, n)``)."""
+    if len(dims) > 2:
+        return False
+    padded = [1] * (2 - len(dims)) + dims
+    rows_ok = padded[0] == 1 or (isinstance(m, int) and padded[0] == m)
+    return rows_ok and padded[1] in (1, n)
+
+
+# ---------------------------------------------------------------------------- If with a constant condition
+
+
+def inline_constant_ifs(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto],
+                        value_of: Callable[[onnx.TensorProto], np.ndarray], top: onnx.GraphProto) -> int:
+    """Replace each If whose condition is a constant by the nodes of the branch it takes.
+
+    Args:
+        graph: The graph, changed in place.
+        consts: The constants its nodes can read (name → initializer).
+        value_of: Reads a constant's value.
+        top: The model's main graph (``graph`` or one holding it): a branch's name that any other
+            part of the model uses gets a fresh one.
+
+    Returns:
+        How many nodes went (the If, less the Identity nodes added for passed-through outputs).
+    """
+    count = 0
+    at = 0
+    while at < len(graph.node):
+        node = graph.node[at]
+        branch = _taken_branch(node, consts, value_of)
+        if branch is None or len(branch.sparse_initializer) or len(branch.output) != len(node.output):
+            at += 1
+            continue
+        added = _inline(graph, at, node, branch, _names_outside(top, node))
+        count += 1 - added
+        at += len(branch.node) + added  # (the inlined nodes hold no If of this graph's scope to look at again)
+    return count
+
+
+def _taken_branch(node: onnx.NodeProto, consts: Mapping[str, onnx.TensorProto],
+                  value_of: Callable[[onnx.TensorProto], np.ndarray]) -> onnx.GraphProto | None:
+    if node.op_type != "If" or node.domain not in _STANDARD or len(node.input) != 1 or node.input[0] not in consts:
+        return None
+    condition = consts[node.input[0]]
+    if condition.data_type != onnx.TensorProto.BOOL or int(np.prod(condition.dims, dtype=np.int64)) != 1:
+        return None
+    wanted = "then_branch" if bool(np.asarray(value_of(condition)).reshape(-1)[0]) else "else_branch"
+    return next((a.g for a in node.attribute if a.name == wanted), None)
+
+
+def _names_outside(graph: onnx.GraphProto, skip: onnx.NodeProto) -> set[str]:
+    """Every tensor name of ``graph`` and its bodies at any depth, except inside ``skip``'s bodies."""
+    names = {v.name for v in (*graph.input, *graph.output, *graph.value_info)}
+    names.update(t.name for t in graph.initializer)
+    names.update(s.values.name for s in graph.sparse_initializer)
+    for node in graph.node:
+        names.update(node.input)
+        names.update(node.output)
+        if node is not skip:
+            for sub in subgraphs(node):
+                names |= _names_outside(sub, skip)
+    names.discard("")
+    return names
+
+
+def _inline(graph: onnx.GraphProto, at: int, node: onnx.NodeProto, branch: onnx.GraphProto, taken: set[str]) -> int:
+    """Put a copy of ``branch`` in the place of the If at ``at``; returns how many Identity nodes it added."""
+    body = onnx.GraphProto()
+    body.CopyFrom(branch)
+    own = GraphIndex(body).defined
+    _rename_scope(body, {name: _fresh(name, taken) for name in sorted(own) if name in taken})
+    produced = {o for n in body.node for o in n.output if o}
+    written = Counter(v.name for v in body.output)
+    graph_outputs = {v.name for v in graph.output}
+    renamed: dict[str, str] = {}
+    rewired: dict[str, str] = {}
+    identities: list[onnx.NodeProto] = []
+    for value, target in zip(body.output, node.output):
+        if not target:
+            continue
+        if value.name in produced and written[value.name] == 1:
+            renamed[value.name] = target  # (the branch's node writes the If's output itself)
+        elif target not in graph_outputs:  # (an outer tensor, an initializer, a tensor output twice)
+            rewired[target] = value.name
+        else:
+            identities.append(helper.make_node("Identity", [value.name], [target],
+                                               name=_fresh(f"{node.name or 'If'}/{target}", taken)))
+    _rename_scope(body, renamed, outputs=False)
+    produced = {renamed.get(name, name) for name in produced}
+    nodes = [*body.node, *identities]
+    del graph.node[at]
+    for offset, inner in enumerate(nodes):
+        graph.node.insert(at + offset, inner)
+    graph.initializer.extend(body.initializer)
+    if rewired:  # (readers, nested bodies' included, read the passed-through tensor)
+        _rename_scope(graph, rewired, defs=False, outputs=False)
+        kept = [v for v in graph.value_info if v.name not in rewired]
+        del graph.value_info[:]
+        graph.value_info.extend(kept)
+    declared = {v.name for v in (*graph.value_info, *graph.output)}
+    graph.value_info.extend(v for v in body.value_info if v.name in produced and v.name not in declared)
+    return len(identities)
