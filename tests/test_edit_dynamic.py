@@ -147,8 +147,8 @@ g (float[1, 3, 4] x) => (float[3, 4] y) <int64[2] drop = {3, 4}> {
 def test_a_constant_size_meeting_the_dynamic_dim_is_refused_naming_where() -> None:
     model = gk.parse_model("""
 <ir_version: 8, opset_import: ["" : 17]>
-g (float[1, 3, 4] x) => (float[1, 4, 4] y) <float[1, 1, 4] cls = {0.5, 0.5, 0.5, 0.5}, int64[3] to = {1, 1, 4}> {
-  c = Expand(cls, to)
+g (float[1, 3, 4] x) => (float[1, 4, 4] y) <float[4] cls = {0.5, 0.5, 0.5, 0.5}, int64[3] to = {1, 1, 4}> {
+  c = Reshape(cls, to)
   y = Concat <axis = 1> (c, x)
 }""")
     with pytest.raises(gk.EditError) as err:
@@ -156,6 +156,37 @@ g (float[1, 3, 4] x) => (float[1, 4, 4] y) <float[1, 1, 4] cls = {0.5, 0.5, 0.5,
     message = str(err.value)
     assert "node #1 (Concat)" in message and "'c' float32[1,1,4]" in message and "'x' float32[batch,3,4]" in message
     assert "constant 'to' = [1, 1, 4]" in message
+
+
+CLS_AND_PADDING = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 3, 4] x) => (float[1, 8, 4] y, float[1, 3, 6] z) <float[1, 1, 4] cls = {0.5, -1.0, 2.0, 0.25},
+    int64[3] reps = {1, 1, 1}, int64[3] to = {1, 1, 4}, int64[3] pad = {1, 3, 2}, float[1] k = {3.0}> {
+  tiled = Tile(cls, reps)
+  expanded = Expand(cls, to)
+  zeros = ConstantOfShape <value = float[1] {1.5}> (pad)
+  scaled = Mul(zeros, k)
+  y = Concat <axis = 1> (tiled, x, expanded, x)
+  relu = Relu(x)
+  z = Concat <axis = 2> (relu, scaled)
+}"""
+
+
+def test_tile_expand_and_constant_of_shape_sizes_are_computed_from_the_input_shape() -> None:
+    static = gk.parse_model(CLS_AND_PADDING)
+    dynamic = gk.set_dims(static, "x", {0: "batch"})
+    assert _dims(dynamic, "y") == ["batch", 8, 4] and _dims(dynamic, "z") == ["batch", 3, 6]
+    ops = [n.op_type for n in dynamic.lazy_proto.graph.node]
+    assert ops.count("Shape") == 3 and ops.count("Gather") == 3  # (one per rewritten constant)
+    readers = {n.op_type: n for n in dynamic.lazy_proto.graph.node if n.op_type in ("Tile", "Expand", "ConstantOfShape")}
+    assert [readers[op].input[-1] for op in ("Tile", "Expand")] != ["reps", "to"]
+    assert readers["ConstantOfShape"].input[0] != "pad"
+    assert not {"reps", "to", "pad"} & {t.name for t in dynamic.lazy_proto.graph.initializer}  # (unread: gone)
+    _per_sample_equal(static, dynamic, "x", (3, 4))
+    (y, z) = _outputs(dynamic, {"x": np.ones((5, 3, 4), np.float32)})
+    assert y.shape == (5, 8, 4) and z.shape == (5, 3, 6)
+    np.testing.assert_array_equal(y[:, 0], np.broadcast_to([0.5, -1.0, 2.0, 0.25], (5, 4)))
+    np.testing.assert_array_equal(z[:, :, 4:], np.full((5, 3, 2), 4.5, np.float32))
 
 
 def test_bias_reshapes_and_constant_shapes_raise_no_false_alarm(caplog: pytest.LogCaptureFixture) -> None:

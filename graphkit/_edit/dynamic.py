@@ -11,9 +11,10 @@ every Reshape, Expand or Slice whose data input carries it at some axis is looke
   (broadcasting keeps the input's dim).
 - Slice over the carried axis from 0 to the old size (the whole axis, step 1): the end becomes open.
 
-Tile repeats and ConstantOfShape shapes do not read the carried dim, so they are never rewritten:
-where a size they hard-code meets the dynamic dim (a Concat, an Add) the edit is refused, naming
-the node where they meet and the constant upstream. Loop-carried values whose body declared the old
+Tile repeats, ConstantOfShape shapes and the Expand of a constant do not read the carried dim: where
+a size they hard-code meets the dynamic dim (a Concat, an Add), that entry is computed from the
+Shape of a graph input carrying the dim (``graphkit._edit.sizes``); where the size comes from
+elsewhere the edit is refused, naming the node where they meet and the constant upstream. Loop-carried values whose body declared the old
 size are redeclared with the new name.
 """
 
@@ -26,6 +27,7 @@ import onnx
 from onnx import numpy_helper
 
 from graphkit._edit._common import _fresh
+from graphkit._edit.sizes import rewrite_source
 from graphkit._graph import node_label, node_reads
 from graphkit._infer import describe_type, infer_shapes_with_report
 from graphkit._model import Model, iter_graphs
@@ -54,7 +56,7 @@ def make_dims_run(model: Model, proto: onnx.ModelProto, changes: Mapping[str, in
     notes: list[str] = []
     for _ in range(_MAX_ROUNDS):  # a rewrite lets inference carry the dim further: until none is left
         types = _typed_graphs(model, proto, what)
-        found = _rewrite_round(proto, types, changes)
+        found = _rewrite_round(proto, types, changes) or _rewrite_meeting(proto, types, changes)
         if not found:
             _refuse_meetings(proto, types, changes, what)
             return notes
@@ -84,11 +86,21 @@ def _rewrite_round(proto: onnx.ModelProto, types: list[dict[str, onnx.TypeProto]
 
 
 def _typed_graphs(model: Model, proto: onnx.ModelProto, what: str) -> list[dict[str, onnx.TypeProto]]:
-    """The inferred type of every tensor, per graph (in ``iter_graphs`` order)."""
+    """The inferred type of every tensor, per graph (in ``iter_graphs`` order). The main graph's outputs
+    are typed from scratch: their declared sizes are the old ones, which the edit re-derives after."""
+    declared = [onnx.ValueInfoProto() for _ in proto.graph.output]
+    for saved, value in zip(declared, proto.graph.output):
+        saved.CopyFrom(value)
+        if value.type.tensor_type.HasField("shape"):
+            for dim in value.type.tensor_type.shape.dim:
+                dim.Clear()
     try:
         typed = infer_shapes_with_report(model.derive(proto), observe=False, check=False).model
     except InvalidModelError as err:
         raise EditError(f"{what}: {err.message}", hint=_HINT) from err
+    finally:
+        for saved, value in zip(declared, proto.graph.output):
+            value.CopyFrom(saved)
     return [{v.name: v.type for v in [*g.input, *g.value_info, *g.output]} for g, _ in iter_graphs(typed.lazy_proto.graph)]
 
 
@@ -244,6 +256,24 @@ def _loop_carried(node: onnx.NodeProto, types: dict[str, onnx.TypeProto], change
     return notes
 
 
+def _rewrite_meeting(proto: onnx.ModelProto, types: list[dict[str, onnx.TypeProto]],
+                     changes: Mapping[str, int]) -> list[str]:
+    """Compute from a Shape the first size, hard-coded by a Tile/Expand/ConstantOfShape upstream, that
+    meets the dynamic dim (one per round: the types change with it)."""
+    for (graph, _), typed in zip(iter_graphs(proto.graph), types):
+        constants = _Constants(graph, proto.ir_version)
+        for node in list(graph.node):
+            clash = _meeting(node, typed, changes)
+            if clash is None:
+                continue
+            fixed, _, name = clash
+            for tensor, axis in fixed:
+                note = rewrite_source(graph, proto.graph, typed, constants.value, tensor, axis, changes[name], name)
+                if note:
+                    return [note]
+    return []
+
+
 def _refuse_meetings(proto: onnx.ModelProto, types: list[dict[str, onnx.TypeProto]], changes: Mapping[str, int],
                      what: str) -> None:
     """Refuse where a tensor with an old size fixed by a constant upstream meets one carrying the new
@@ -253,7 +283,7 @@ def _refuse_meetings(proto: onnx.ModelProto, types: list[dict[str, onnx.TypeProt
             clash = _meeting(node, typed, changes)
             if clash is None:
                 continue
-            fixed, other, name = clash
+            fixed, other, name = clash[0][0][0], clash[1], clash[2]
             source = _hardcoding_constant(graph, fixed, changes[name], proto.ir_version)
             if not source:
                 continue  # a size another graph input fixes: making that dynamic too is the user's next step
@@ -265,8 +295,9 @@ def _refuse_meetings(proto: onnx.ModelProto, types: list[dict[str, onnx.TypeProt
 
 
 def _meeting(node: onnx.NodeProto, types: dict[str, onnx.TypeProto], changes: Mapping[str, int]
-             ) -> tuple[str, str, str] | None:
-    """(tensor with the old size, tensor with the new dim, the dim's name) where ``node`` makes them meet."""
+             ) -> tuple[list[tuple[str, int]], str, str] | None:
+    """(the tensors with the old size and their axis where they have it, a tensor with the new dim, the
+    dim's name) where ``node`` makes them meet."""
     concat = node.op_type == "Concat"
     if not concat and node.op_type not in _BROADCASTING:
         return None
@@ -288,9 +319,9 @@ def _meeting(node: onnx.NodeProto, types: dict[str, onnx.TypeProto], changes: Ma
                 if dim.dim_param == name:
                     named.append(tensor)
                 elif dim.HasField("dim_value") and dim.dim_value == size:
-                    fixed.append(tensor)
+                    fixed.append((tensor, i - (rank - len(dims))))
             if named and fixed:
-                return fixed[0], named[0], name
+                return fixed, named[0], name
     return None
 
 
