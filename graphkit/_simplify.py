@@ -25,7 +25,8 @@ The passes, run in rounds until a round changes nothing:
   whose output it alone reads is folded into the Conv's weights and bias; two Transposes in a row
   are one (none when they cancel).
 - ``gemm``: ``Add(MatMul(A, B), C)`` becomes ``Gemm(A, B, C)`` where that is exact: A proven 2-D, B a
-  2-D constant, C a constant broadcasting to the product, float or double (``graphkit._rewrite``).
+  2-D constant, C a constant broadcasting to the product, float or double; several such projections
+  of one input of static dims, each reshaped (Q, K, V), share one Reshape to 2-D (``graphkit._rewrite``).
 - ``merge``: initializers with the same dtype, shape and bytes (or the same external location) are
   merged into one.
 - ``cse``: nodes with the same op, attributes and inputs are computed once.
@@ -993,7 +994,11 @@ def _pass_gemm(state: _State) -> int:
         if names:
             # (inferred, not declared: Gemm needs A's rank proven)
             types = _types_of(state, graph, list(dict.fromkeys(names)), top=top, declared=False)
-            count += _rewrite.fuse_gemms(graph, consts, types, state.opset)
+            fused = _rewrite.fuse_gemms(graph, consts, types, state.opset)
+            if not fused:  # (else the next round types the graph again first)
+                taken = set(GraphIndex(state.proto.graph).all_tensor_names)
+                fused = _rewrite.fuse_gemm_groups(graph, consts, types, state.opset, taken)
+            count += fused
     return count
 
 
@@ -1222,6 +1227,9 @@ def fuse_gemm(model: Model, /, *, check: bool = True) -> Model:
     """Replace ``Add(MatMul(A, B), C)`` by ``Gemm(A, B, C)`` where that is the same computation: A of
     rank 2 (proven by inference), B a 2-D constant, C a constant that broadcasts to the product
     (``[N]``, ``[1, N]``, ...), all float or double, the product read by the Add alone; in every graph.
+    Several such projections of one input of static dims ``[..., K]``, each read by a Reshape (an
+    attention's Q, K, V), become one ``Reshape(x, [M, K])`` and a Gemm each, the Reshapes given their
+    static output shape as target.
 
     Raises:
         InvalidModelError: Shape inference contradicts the model itself, or the result is invalid.

@@ -586,3 +586,33 @@ def test_inline_branches_is_an_edit_option_that_needs_a_constant_condition() -> 
     with pytest.raises(gk.NoChangeError) as err:
         gk.inline_branches.__wrapped__(dynamic)  # type: ignore[attr-defined]
     assert "--fold-constants" in err.value.hint
+
+
+def projections(x_dims: list[int | str], count: int) -> gk.Model:
+    rng = np.random.default_rng(4)
+    b = gk.GraphBuilder("heads")
+    x = b.input("x", "float32", x_dims)
+    split = b.initializer(np.array([0, 0, 2, 3], np.int64), "split")
+    for k in range(count):
+        w = b.initializer(rng.standard_normal((8, 6)).astype(np.float32), f"w{k}")
+        bias = b.initializer(rng.standard_normal(6).astype(np.float32), f"b{k}")
+        h = b.node("Add", [b.node("MatMul", [x, w]), bias])
+        b.output(b.node("Reshape", [h, split], outputs=[f"y{k}"]), "float32", [*x_dims[:2], 2, 3])
+    return b.build()
+
+
+def test_projections_of_one_static_input_share_one_reshape_into_gemms() -> None:
+    model = projections([1, 4, 8], 3)  # (an attention's Q, K and V)
+    result = gk.simplify_with_report(model)
+    assert sorted(ops(result.model)) == ["Gemm"] * 3 + ["Reshape"] * 4 and result.changes["gemm"] == 2
+    flat = result.model.graph.node[0]
+    assert flat.op_type == "Reshape" and flat.input[0] == "x"
+    targets = {t.name: numpy_helper.to_array(t).tolist() for t in result.model.graph.initializer}
+    assert targets[flat.input[1]] == [4, 8]
+    assert all(targets[n.input[1]] == [1, 4, 2, 3] for n in result.model.graph.node[1:] if n.op_type == "Reshape")
+    assert_same_values(model, result.model)
+
+
+def test_projections_stay_with_dynamic_dims_or_alone() -> None:
+    assert "Gemm" not in ops(gk.simplify(projections(["batch", 4, 8], 3)))  # (the 2-D rows are not known)
+    assert "Gemm" not in ops(gk.simplify(projections([1, 4, 8], 1)))  # (one projection: nothing saved)
