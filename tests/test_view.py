@@ -7,6 +7,8 @@ import re
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -61,34 +63,83 @@ def test_missing_netron_names_the_extra(monkeypatch: pytest.MonkeyPatch, capsys:
     assert "hint: pip install graphkit[view]" in capsys.readouterr().err
 
 
+def _start_view(env_tmp: Path, *extra: str) -> tuple[subprocess.Popen[str], list[str], str]:
+    """``python -m graphkit view whole_model.onnx --around /Add --depth 1 --no-browser`` in a child
+    whose temporary folders go under ``env_tmp``; returns it, its first lines and the page's URL."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "TMPDIR": str(env_tmp)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "graphkit", "view", str(fixture("whole_model.onnx")), "--around", "/Add",
+         "--depth", "1", "--no-browser", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert server.stdout is not None
+    lines = []
+    for line in server.stdout:
+        lines.append(line)
+        if line.startswith("Netron: "):
+            break
+    found = re.search(r"http://\S+", lines[-1])
+    assert found is not None, (lines, server.stderr.read() if server.poll() is not None and server.stderr else "")
+    return server, lines, found.group(0)
+
+
+def test_the_served_page_allows_requests_to_localhost_only_and_skips_the_consent_lookup() -> None:
+    netron = pytest.importorskip("netron")
+    from graphkit.cli.view import CONTENT_POLICY, serve, url
+
+    address = serve(netron, fixture("whole_model.onnx"), 0, browse=False)
+    try:
+        with urllib.request.urlopen(url(address) + "/", timeout=30) as response:
+            page = response.read().decode("utf-8")
+            assert response.headers["Content-Security-Policy"] == CONTENT_POLICY
+            assert response.headers["Set-Cookie"].startswith("consent=")
+        assert '<meta name="version" content="0.0.0">' in page  # Netron's development build: no usage reports
+        assert '<meta name="file" content="/data/whole_model.onnx">' in page
+    finally:
+        netron.stop(address)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_stops_the_server_and_removes_the_cut(signum: int, tmp_path: Path) -> None:
+    pytest.importorskip("netron")
+    server, _, address = _start_view(tmp_path)
+    try:
+        with urllib.request.urlopen(address + "/", timeout=30) as response:
+            assert response.status == 200
+        cut = [p.name for p in tmp_path.glob("graphkit-view-*/*.onnx")]
+        assert cut == ["around_Add.onnx"]
+    finally:
+        server.send_signal(signum)
+        out, err = server.communicate(timeout=30)
+    assert server.returncode == 0, err
+    assert out.strip().endswith("stopped")
+    assert list(tmp_path.iterdir()) == []  # the folder of the cut is gone
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(address + "/", timeout=5)
+
+
 @pytest.mark.slow
 def test_view_serves_the_neighbourhood_to_a_browser_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     pytest.importorskip("netron")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "graphkit", "view", str(fixture("whole_model.onnx")), "--around", "/Add",
-         "--depth", "1", "--no-browser"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    (tmp_path / "tmp").mkdir()
+    server, lines, address = _start_view(tmp_path / "tmp")
     try:
-        assert server.stdout is not None
-        lines = []
-        for line in server.stdout:
-            lines.append(line)
-            if line.startswith("Netron: "):
-                break
         assert lines[0].startswith("showing 4 of 11 nodes within 1 steps of '/Add'"), lines
-        url = re.search(r"http://\S+", lines[-1])
-        assert url is not None, lines
-        with browser(tmp_path) as context:
-            # Netron asks a web service where the user is before showing a cookie notice, unless the
-            # notice was seen: say it was, so the page makes no request off localhost.
-            context.add_cookies([{"name": "consent", "value": "1", "url": url.group(0)}])
-            page = open_page(context, url.group(0))
+        with browser(tmp_path) as context:  # (a fresh profile: no cookie of an earlier visit)
+            page = open_page(context, address)
             page.page.wait_for_selector("g.node", timeout=60_000)
             text = page.page.inner_text("body")
             assert "Add" in text and "Conv" in text
+            assert "cookies" not in text  # Netron's consent notice is not shown
             page.screenshot("view_around_add.png")
             assert page.errors == []
-            assert all(r.startswith(url.group(0)) or r.startswith("data:") or r.startswith("blob:")
+            # Whatever a page of this server tries beyond it, the browser refuses without a request
+            # (asked from a page of the server without Netron's script, which forbids evaluating any).
+            probe = open_page(context, address + "/no-such-page")
+            refused = probe.page.evaluate(
+                "() => fetch('https://ipinfo.io/json').then(() => 'sent', (e) => 'refused: ' + e.name)")
+            assert refused == "refused: TypeError"
+            assert any("Content Security Policy" in e for e in probe.errors), probe.errors
+            assert [r for r in probe.requests if not r.startswith(address)] == [], probe.requests
+            assert all(r.startswith(address) or r.startswith("data:") or r.startswith("blob:")
                        for r in page.requests), page.requests
     finally:
         server.send_signal(signal.SIGINT)
