@@ -42,6 +42,7 @@ from graphkit._graph import graph_tensor_names
 from graphkit._io import atomic_output, load
 from graphkit._model import Model, iter_graphs
 from graphkit._numbers import check_int, parse_int
+from graphkit._progress import Progress
 from graphkit.errors import (
     NoChangeError,
     NodeNotFoundError,
@@ -69,6 +70,10 @@ OPERATIONS: dict[str, Callable[..., Model]] = {
 } | {"to_float16": to_float16, "set_dtype": set_dtype}
 #: Operations without a ``check`` keyword (their result is validated with the whole recipe's).
 _UNCHECKED = frozenset({"to_float16", "set_dtype"})
+#: Operations that take ``progress=`` (a recipe cannot give one: the CLI passes its bar).
+_REPORTS_PROGRESS = frozenset(
+    name for name, function in OPERATIONS.items()
+    if "progress" in inspect.signature(getattr(function, "__wrapped__", function)).parameters)
 #: Arguments that name another model, a path in a recipe (relative to the recipe), loaded when the step runs.
 MODEL_ARGS: dict[str, str] = {"merge": "other", "replace_span": "replacement"}
 #: Argument names of earlier releases → today's keyword, per operation: recipe files written with
@@ -399,8 +404,12 @@ _MAX_RANK = 1 << 16
 
 
 def run_steps(model: Model, steps: Sequence[Step], *, base_dir: str | os.PathLike[str] = ".",
-              allow_noop: bool = False, check: bool = True) -> tuple[Model, list[StepResult]]:
+              allow_noop: bool = False, check: bool = True,
+              progress: Callable[[Step], Progress | None] | None = None) -> tuple[Model, list[StepResult]]:
     """Apply steps in order; return the result and what each step did.
+
+    ``progress(step)``, when given, is asked for the ``progress=`` callback of each step whose
+    operation reports progress (``fold_constants``, ``simplify``), just before that step runs.
 
     Every step's arguments (and .npy files, and the models a step reads) are read, and every name a
     step refers to is looked up (in the model as the earlier steps leave it), before the first edit
@@ -423,7 +432,10 @@ def run_steps(model: Model, steps: Sequence[Step], *, base_dir: str | os.PathLik
     current = model
     for i, (step, args) in enumerate(zip(steps, prepared), 1):
         try:
-            current = _apply(current, step.op, dict(args), check=check)
+            call = dict(args)
+            if progress is not None and step.op in _REPORTS_PROGRESS:
+                call["progress"] = progress(step)
+            current = _apply(current, step.op, call, check=check)
             results.append(StepResult(step.op, step.args, True))
         except NoChangeError as err:
             if len(steps) > 1:

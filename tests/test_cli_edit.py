@@ -100,6 +100,26 @@ def test_fold_constants_and_set_opset(tmp_path: Path) -> None:
     assert code == 0
 
 
+def test_fold_constants_shows_its_passes_as_a_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = edit(tmp_path, "my_add.onnx", "--fold-constants", "--progress")
+    err = capsys.readouterr().err
+    assert code == 0 and "graphkit edit: fold_constants" in err and " passes" in err
+    assert re.search(r"\| (\d+)/\1 \[", err), err  # the bar reached its total
+    quiet = tmp_path / "quiet.onnx"
+    assert main(["edit", str(fixture("my_add.onnx")), str(quiet), "--fold-constants", "--no-progress"]) == 0
+    assert "graphkit edit" not in capsys.readouterr().err
+    assert out.read_bytes() == quiet.read_bytes()  # the bar changes nothing in the result
+    assert len(gk.load(out).graph.node) == len(gk.load(fixture("my_add.onnx")).graph.node) - 1
+
+
+def test_an_error_after_a_bar_starts_its_own_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = edit(tmp_path, "dcn.onnx", "--fold-constants", "--progress")
+    err = capsys.readouterr().err
+    assert code == 2 and "graphkit edit: fold_constants" in err
+    lines = re.split(r"[\r\n]", err)
+    assert any(line.startswith("graphkit: error: fold_constants: no node of") for line in lines), err
+
+
 # ------------------------------------------------------------------------ errors write nothing
 
 

@@ -146,3 +146,15 @@ def test_view_serves_the_neighbourhood_to_a_browser_and_stops_on_ctrl_c(tmp_path
         out, err = server.communicate(timeout=30)
     assert server.returncode == 0, err
     assert "stopped" in out
+
+
+def test_a_netron_built_otherwise_is_refused_rather_than_served(capsys: pytest.CaptureFixture[str]) -> None:
+    from types import SimpleNamespace
+
+    from graphkit.cli.view import CHECKED_NETRON, serve
+
+    unknown = SimpleNamespace(__version__="99.0.0", server=SimpleNamespace())  # no request handler to extend
+    with pytest.raises(gk.UsageError) as err:
+        serve(unknown, fixture("whole_model.onnx"), 0, browse=False)
+    assert "this Netron (99.0.0) cannot be served with its usage reporting off" in err.value.message
+    assert err.value.hint == f"pip install netron=={CHECKED_NETRON} (the release graphkit's view is checked with)"

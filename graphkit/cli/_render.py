@@ -22,12 +22,20 @@ def text(message: str = "", *, end: str = "\n") -> None:
 
 
 def warn(message: str) -> None:
-    """Print a warning line to standard error."""
-    sys.stderr.write(f"graphkit: warning: {message}\n")
+    """Print a warning line to standard error (above an open progress bar, which stays)."""
+    line = f"graphkit: warning: {message}"
+    if _bars:
+        from tqdm import tqdm
+
+        tqdm.write(line, file=sys.stderr)
+    else:
+        sys.stderr.write(line + "\n")
 
 
 def error(message: str, *, hint: str | None) -> None:
-    """Print ``graphkit: error: …`` and ``hint: …`` to standard error."""
+    """Print ``graphkit: error: …`` and ``hint: …`` to standard error (an open progress bar is
+    erased first, so the error starts its own line)."""
+    progress_done()
     sys.stderr.write(f"graphkit: error: {message}\n")
     if hint:
         sys.stderr.write(f"hint: {hint}\n")

@@ -29,6 +29,7 @@ from graphkit._files import MAX_NESTING, json_depth
 from graphkit._infer import change_text, changed_outputs
 from graphkit._model import Model
 from graphkit._numbers import INT64_MAX, parse_int
+from graphkit._progress import Progress
 from graphkit._recipe import MODEL_ARGS, Step, dump_recipe, load_recipe, run_steps
 from graphkit.cli import _common, _render
 from graphkit.errors import GraphkitError, UsageError
@@ -407,6 +408,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--save-recipe", metavar="FILE", help="also write the steps applied as a recipe (.json/.yaml)")
     p.add_argument("--allow-noop", action="store_true", help="accept edits that change nothing")
     p.add_argument("--json", action="store_true", help="print a JSON summary of what changed")
+    _render.add_progress_option(p)
     _common.add_output_options(p)
     p.set_defaults(func=run, steps=[])
 
@@ -536,6 +538,12 @@ def load_merged(path: str) -> Model | None:
         return None
 
 
+def _bar(step: Step, enabled: bool | None) -> Progress | None:
+    """A progress bar for one step (fold_constants, simplify: one tick per pass); the previous step's closes."""
+    _render.progress_done()
+    return _render.progress(f"edit: {step.op}", enabled=enabled, unit="passes")
+
+
 def run(args: argparse.Namespace) -> int:
     steps = collect_steps(args.steps)
     if not steps:
@@ -544,7 +552,9 @@ def run(args: argparse.Namespace) -> int:
     plan = _plan(args, model, steps)
     plan.check()
     with _captured_warnings() as warnings:
-        result, done = run_steps(model, steps, allow_noop=args.allow_noop, check=False)
+        result, done = run_steps(model, steps, allow_noop=args.allow_noop, check=False,
+                                 progress=lambda step: _bar(step, args.progress))
+        _render.progress_done()
     with plan.output(args.save_recipe, "the recipe") if args.save_recipe else contextlib.nullcontext() as tmp:
         if tmp is not None:  # (written first, put in place after the model: both or neither)
             folder = Path(args.save_recipe).resolve().parent
