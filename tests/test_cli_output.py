@@ -1,16 +1,21 @@
 """Output people can read: capped lists with "… N more (--all)", tables that fit the terminal, diff
---only, check's unsorted nodes in one line, inspect's Constant weights, body nodes and non-tensor types."""
+--only, check's unsorted nodes in one line, inspect's Constant weights, body nodes and non-tensor types,
+and ONNX Runtime's own log lines kept off the terminal unless -v."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from conftest import fixture
-from onnx import TensorProto, helper
+from conftest import ROOT, fixture
+from onnx import TensorProto, helper, numpy_helper
 
 import graphkit as gk
 from graphkit._summary import TensorSig, type_name
@@ -72,6 +77,33 @@ def test_diff_caps_and_filters_by_kind(tmp_path: Path, capsys: pytest.CaptureFix
     assert json.loads(capsys.readouterr().out)["changes"] == []
 
 
+def test_compare_caps_its_failing_tensors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src, edited = tmp_path / "chain.onnx", tmp_path / "edited.onnx"
+    gk.save(_chain_model(60), src)
+    assert main(["edit", str(src), str(edited), "--set-op-type", "relu_0=Sigmoid"]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(src), str(edited)]) == 1
+    out = capsys.readouterr().out
+    assert "… 21 more (--all)" in out  # 61 failing tensors (60 Relus and the output), 40 listed
+    assert "t39" in out and "t40 " not in out
+    assert main(["compare", str(src), str(edited), "--all"]) == 1
+    out = capsys.readouterr().out
+    assert "more (--all)" not in out and "t59" in out
+
+
+def test_check_caps_its_issues(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = _chain_model(3)
+    for i in range(45):
+        model.proto.graph.initializer.append(numpy_helper.from_array(np.zeros(1, np.float32), f"unused_{i}"))
+    path = tmp_path / "unused.onnx"
+    onnx.save(model.proto, path)
+    assert main(["check", str(path)]) == 0  # unused initializers are warnings
+    out = capsys.readouterr().out
+    assert out.count("[unused-initializer]") == 40 and "… 5 more (--all)" in out
+    assert main(["check", str(path), "--all"]) == 0
+    assert capsys.readouterr().out.count("[unused-initializer]") == 45
+
+
 def test_check_folds_unsorted_nodes_into_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     model = _chain_model(10)
     nodes = list(model.proto.graph.node)
@@ -109,3 +141,72 @@ def test_string_sequence_and_map_types_are_named() -> None:
     value = helper.make_value_info("s", seq)
     assert TensorSig.of(value) == TensorSig("s", "sequence(float32)", None)
     assert TensorSig.of(helper.make_tensor_value_info("t", TensorProto.STRING, [3])).dtype == "string"
+
+
+# --- ONNX Runtime's log lines: only with -v --------------------------------------------------------
+
+
+def _unused_initializer_model(path: Path) -> Path:
+    """y = x + c·c with an initializer no node reads: ONNX Runtime warns when a session loads it."""
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["c", "c"], ["cc"], name="mul"), helper.make_node("Add", ["x", "cc"], ["y"], name="add")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+        [numpy_helper.from_array(np.ones(3, np.float32), "c"), numpy_helper.from_array(np.ones(4, np.float32), "unused")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_onnx_runtime_warnings_reach_the_terminal_only_with_v(verbose: bool, tmp_path: Path) -> None:
+    model = _unused_initializer_model(tmp_path / "m.onnx")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = [sys.executable, "-m", "graphkit", *(["-v"] if verbose else []), "run", str(model)]
+    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert ("Removing initializer 'unused'" in done.stderr) is verbose, done.stderr
+
+
+def _verbs(tmp_path: Path) -> dict[str, list[str]]:
+    whole = str(fixture("whole_model.onnx"))
+    edited = tmp_path / "edited.onnx"
+    assert main(["edit", whole, str(edited), "--set-op-type", "/Add=Sub"]) == 0
+    assert main(["split", whole, str(tmp_path / "parts"), "--parts", "2"]) == 0
+    folds = str(_unused_initializer_model(tmp_path / "folds.onnx"))  # (c·c is computed in ONNX Runtime)
+    return {
+        "run": ["run", whole],
+        "compare": ["compare", whole, str(edited)],
+        "run-chain": ["run-chain", str(tmp_path / "parts")],
+        "simplify": ["simplify", folds, str(tmp_path / "s.onnx")],
+        "edit --fold-constants": ["edit", folds, str(tmp_path / "f.onnx"), "--fold-constants"],
+        "convert --auto-mixed": ["convert", whole, str(tmp_path / "c.onnx"), "--float16", "--auto-mixed"],
+        "reduce": ["reduce", whole, str(tmp_path / "r"), "--candidate", str(edited), "--fails-on", "compare"],
+    }
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_every_session_a_verb_opens_logs_warnings_only_with_v(verbose: bool, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    import onnxruntime
+
+    levels: list[int] = []
+
+    class Recording(onnxruntime.InferenceSession):  # type: ignore[misc]
+        def __init__(self, model: object, options: object = None, *args: object, **kwargs: object) -> None:
+            levels.append(getattr(options, "log_severity_level", -1))
+            super().__init__(model, options, *args, **kwargs)
+
+    verbs = _verbs(tmp_path)
+    caplog.set_level(logging.INFO if verbose else logging.WARNING, logger="graphkit")
+    monkeypatch.setattr(onnxruntime, "InferenceSession", Recording)
+    opened = {}
+    for name, argv in verbs.items():
+        levels.clear()
+        code = main(argv)
+        assert code in (0, 1), name
+        opened[name] = sorted(set(levels))
+    assert all(opened.values()), opened  # every verb opened sessions
+    assert opened == {name: [2 if verbose else 4] for name in verbs}

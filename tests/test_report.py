@@ -66,6 +66,24 @@ def test_plotly_js_is_inlined_once_gzip_packed(add_to_sub: tuple[gk.Comparison, 
     assert len(page.encode()) < 0.45 * len(get_plotlyjs().encode())
 
 
+def test_error_plot_steps_at_add(add_to_sub: tuple[gk.Comparison, gk.Model]) -> None:
+    """The planted edit's picture: errors at the log axis's floor up to '/Add', 3.59 there, the first
+    divergence marked at that step."""
+    result, edited = add_to_sub
+    page = result.to_html(edited)
+    found = re.search(r"<script type='application/json' class='figure' data-target='plot0'>(.*?)</script>", page)
+    assert found is not None
+    figure = json.loads(found.group(1))
+    errors = next(trace for trace in figure["data"] if trace["name"] == "max abs error")
+    at = [t.name for t in result.tensors].index("/Add_output_0")
+    assert errors["y"][:at] == [1e-12] * at  # exact agreement, drawn at the floor
+    assert errors["y"][at] == pytest.approx(result.tensor("/Add_output_0").max_abs) and errors["y"][at] > 3
+    assert "/Add (Sub)" in errors["hovertext"][at]
+    marks = [shape["x0"] for shape in figure["layout"]["shapes"] if shape.get("x0") == shape.get("x1")]
+    assert set(marks) == {at}  # (drawn across both rows)
+    assert any(a["text"] == "first divergence: /Add" for a in figure["layout"]["annotations"])
+
+
 def test_figure_data_cannot_end_its_script_element() -> None:
     import plotly.graph_objects as go
     import plotly.io as pio
