@@ -210,3 +210,26 @@ def test_every_session_a_verb_opens_logs_warnings_only_with_v(verbose: bool, tmp
         opened[name] = sorted(set(levels))
     assert all(opened.values()), opened  # every verb opened sessions
     assert opened == {name: [2 if verbose else 4] for name in verbs}
+
+
+def test_infer_shapes_caps_its_replaced_types(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = _chain_model(60)
+    for i in range(60):  # every intermediate declared [1, 3]; inference proves [1, 2]
+        model.proto.graph.value_info.append(helper.make_tensor_value_info(f"t{i}", TensorProto.FLOAT, [1, 3]))
+    path = tmp_path / "stale.onnx"
+    onnx.save(model.proto, path)
+    assert main(["infer-shapes", str(path), str(tmp_path / "typed.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert "60 declared types replaced" in out and "… 20 more (--json lists them)" in out
+    assert "t39 " in out and "t40 " not in out
+    assert main(["infer-shapes", str(path), str(tmp_path / "typed2.onnx"), "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["replaced_types"]) == 60
+
+
+def test_convert_caps_the_nodes_kept_float32(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "chain.onnx"
+    gk.save(_chain_model(60), path)
+    assert main(["convert", str(path), str(tmp_path / "half.onnx"), "--float16", "--keep-op", "Relu"]) == 0
+    out = capsys.readouterr().out
+    assert "60 kept float32" in out and "… 20 more (--json lists them)" in out
+    assert "relu_39 " in out and "relu_40 " not in out

@@ -102,15 +102,19 @@ def _show_float16(report: Float16Conversion, output: str, *, header: bool = True
                      f"{report.casts} Cast(s) inserted, {report.weights} weight(s) converted")
     kept = [k for k in report.kept if header or not k.reason.startswith("auto-mixed")]
     if kept:
-        _render.table([(k.node, k.op_type, k.reason) for k in kept],
+        listed = _render.capped(kept, LIMIT)
+        _render.table([(k.node, k.op_type, k.reason) for k in listed],
                       ["kept float32" if header else "also float32", "op", "why"], indent=2)
-    for c in report.clamped:
+        _render.more(len(listed), len(kept), "--json lists them", indent=2)
+    for c in _render.capped(report.clamped, LIMIT):
         parts = []
         if c.over:
             parts.append(f"{c.over} value(s) beyond ±65504 (largest {c.max_abs:.3g})")
         if c.under:
             parts.append(f"{c.under} non-zero value(s) below 2**-24 set to ±2**-24")
         _render.warn(f"weight {c.tensor!r} ({c.graph}) clamped into float16's range: " + ", ".join(parts))
+    if len(report.clamped) > LIMIT:
+        _render.warn(f"… {len(report.clamped) - LIMIT} more weights clamped (--json lists them)")
 
 
 def _run_mixed(args: argparse.Namespace) -> int:
@@ -147,8 +151,10 @@ def _show_mixed(result: MixedPrecision, output: str, recipe: str) -> None:
                  f"by the search, outputs {verdict} atol {tol.atol:g} / rtol {tol.rtol:g}, "
                  f"{result.runs} model run(s) and {result.node_runs} single-node re-run(s)")
     if result.kept:
-        _render.table([(k.node, k.op_type, k.reason + _figure(k)) for k in result.kept],
+        listed = _render.capped(result.kept, LIMIT)
+        _render.table([(k.node, k.op_type, k.reason + _figure(k)) for k in listed],
                       ["kept float32", "op", "why"], indent=2)
+        _render.more(len(listed), len(result.kept), "--json lists them", indent=2)
     _render.table([(name, f"{err:.3g}") for name, err in result.output_errors.items()], ["output", "max abs error"],
                   indent=2)
     _show_float16(result.conversion, output, header=False)
@@ -201,3 +207,7 @@ def _same_outputs(model: Model, converted: Model, feeds: dict[str, Any], options
         if value.dtype.kind in "fc":
             worst = max(worst, float(np.max(np.abs(other.astype(np.float64) - value), initial=0.0)))
     return worst
+
+
+#: Nodes (and clamped weights) listed before "… N more (--json lists them)".
+LIMIT = 40

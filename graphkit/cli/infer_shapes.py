@@ -38,8 +38,16 @@ def run(args: argparse.Namespace) -> int:
                  f"{len(report.replaced)} declared types replaced")
     if report.replaced:
         _render.text("replaced (the model's declared type contradicted inference):")
-        _render.table([(r.tensor, r.kind, r.graph, f"{r.before} -> {r.after}") for r in report.replaced], indent=2)
+        replaced = _render.capped(report.replaced, LIMIT)
+        _render.table([(r.tensor, r.kind, r.graph, f"{r.before} -> {r.after}") for r in replaced], indent=2)
+        _render.more(len(replaced), len(report.replaced), "--json lists them", indent=2)
     if report.untyped:
         _render.text("untyped:")
-        _render.table([(u.tensor, f"{u.node} ({u.op_type})", u.graph, u.reason) for u in report.untyped], indent=2)
+        untyped = _render.capped(report.untyped, LIMIT)
+        _render.table([(u.tensor, f"{u.node} ({u.op_type})", u.graph, u.reason) for u in untyped], indent=2)
+        _render.more(len(untyped), len(report.untyped), "--json lists them", indent=2)
     return 0
+
+
+#: Tensors listed per list before "… N more (--json lists them)".
+LIMIT = 40
