@@ -517,3 +517,21 @@ def test_check_finite_gives_a_weights_range() -> None:
     assert first is not None and (first.node, first.inf) == ("div", 3)
     assert [(r.name, r.kind, r.min, r.max) for r in first.inputs] == [("a", "activation", 1.0, 3.0),
                                                                      ("zero", "weight", 0.0, 0.0)]
+
+
+def test_a_reference_value_beyond_float16_reaches_the_local_check_as_inf_without_a_warning() -> None:
+    """x·1e5 passes float16's 65504: the local check of the Relu after it casts the reference's
+    finite values to float16, where they are inf, as the candidate computes them (no numpy warning)."""
+    import warnings
+
+    b = gk.GraphBuilder("overflow")
+    x = b.input("x", "float32", [64])
+    a = b.node("Mul", [x, b.initializer(np.array(1e5, np.float32), "big")], name="scale", outputs=["a"])
+    b.output(b.node("Relu", [a], name="relu", outputs=["y"]), "float32", [64])
+    model = b.build()
+    feeds = {"x": np.linspace(-1, 1, 64, dtype=np.float32)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "overflow encountered in cast" would raise here
+        result = gk.compare(model, gk.to_float16(model), feeds=feeds)
+    relu = result.tensor("y")
+    assert not relu.passed and relu.local_max_abs is not None  # the local check ran on the cast values
