@@ -25,6 +25,7 @@ from graphkit import _check_args as argcheck
 from graphkit._edit._common import _noop_returns_input
 from graphkit._io import tensor_value
 from graphkit._model import Model
+from graphkit._typing import Source, infer_proto, tensor_types, weightless
 from graphkit.errors import EditError, NoChangeError
 
 __all__ = ["OpsetConversion", "convert_opset", "convert_opset_with_report"]
@@ -38,7 +39,9 @@ AXES_INPUT_SINCE = {
     "ReduceSumSquare": 18,
 }
 #: Other operators graphkit rewrites itself, with the version where their form changed.
-_OWN = {"Split": 13, "Clip": 11, "Pad": 11, "Resize": 11}
+_OWN = {"Split": 13, "Clip": 11, "Pad": 11, "Resize": 11, "Softmax": 13, "LogSoftmax": 13, "Hardmax": 13}
+#: Operators that before opset 13 coerce their input to 2-D at ``axis`` and from 13 work on that one axis.
+_AXIS_FAMILY = frozenset({"Softmax", "LogSoftmax", "Hardmax"})
 _CONTROL = frozenset({"If", "Loop", "Scan"})
 _PLACEHOLDER = "graphkit.opset"
 #: Initializers at least this large are passed to ONNX's converter without their data.
@@ -107,6 +110,9 @@ def _convert(model: Model, version: int) -> OpsetConversion:
     if source == target:
         raise NoChangeError(f"{model.name} already has ai.onnx opset {target}", hint="choose another version")
     rewriter = _Rewriter(model, source, target)
+    missing = _missing_operators(proto, target)
+    if missing:
+        raise _refusal(model, target, missing)
     placeholders = rewriter.hide(proto.graph)
     if placeholders:
         proto.opset_import.add(domain=_PLACEHOLDER, version=1)
@@ -116,10 +122,13 @@ def _convert(model: Model, version: int) -> OpsetConversion:
     else:
         _set_version(proto.opset_import, target)
     rewriter.show(proto.graph, placeholders)
+    rewriter.shaped = False  # (a function's types depend on its call)
     for func in proto.functions:
         if _version(func.opset_import) is not None:
             rewriter.graph_nodes(func.node, f"function {func.name}", {}, rewriter.function_constants(func))
             _set_version(func.opset_import, target)
+    if rewriter.problems:
+        raise _refusal(model, target, rewriter.problems)
     _set_version(proto.opset_import, target)
     keep = [o for o in proto.opset_import if o.domain != _PLACEHOLDER]
     del proto.opset_import[:]
@@ -200,20 +209,93 @@ def _run_converter(model: Model, proto: onnx.ModelProto, target: int) -> onnx.Mo
 
 def _converter_error(model: Model, proto: onnx.ModelProto, err: Exception, target: int) -> EditError:
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    found = re.search(r"(No Adapter (?:From|To) Version \$?\d+) for (\w+)", text)
+    found = (re.search(r"(No Adapter (?:From|To) Version \$?\d+) for (\w+)", text)
+             or re.search(r"(No Previous Version) of (\w+) exists", text))
     if found:
         op = found.group(2)
-        node = next((n for n in proto.graph.node if n.op_type == op), None)
-        name = (node.name or op) if node is not None else op
-        return EditError(f"cannot convert node {name!r} ({op}) of {model.name} to opset {target}: ONNX's version "
-                         f"converter has no adapter ({found.group(1)})",
-                         hint="choose a version on the same side of the operator's change, or replace the node "
-                              "(edit --replace-op) first")
+        nodes = [(k, n) for k, n in enumerate(proto.graph.node) if n.op_type == op and n.domain in ("", "ai.onnx")]
+        why = f"ONNX's version converter has no adapter for {op} ({found.group(1)})"
+        problems = [_Problem(f"main graph: {_node_label(n, k)}", why,
+                             "choose a version on the same side of the operator's change, or replace the node "
+                             "(edit --replace-op) first") for k, n in nodes]
+        if problems:
+            return _refusal(model, target, problems)
     return EditError(f"ONNX's version converter fails on {model.name} for opset {target}: {text}",
                      hint="run 'python -m graphkit check' on the model; choose a nearer version")
 
 
+@dataclass(frozen=True)
+class _Problem:
+    """Why one node cannot be converted."""
+
+    where: str  # "main graph: name (Op)"
+    reason: str
+    hint: str
+
+
+def _node_label(node: onnx.NodeProto, position: int) -> str:
+    return f"{node.name or f'#{position}'} ({node.op_type})"
+
+
+def _refusal(model: Model, target: int, problems: list[_Problem]) -> EditError:
+    """One error naming every node that cannot be converted, each with its reason."""
+    if len(problems) == 1:
+        message = f"cannot convert {problems[0].where} of {model.name} to opset {target}: {problems[0].reason}"
+    else:  # (grouped by reason, every node named: a model of one era fails on many nodes at once)
+        groups: dict[str, list[str]] = {}
+        for p in problems:
+            groups.setdefault(p.reason, []).append(p.where.removeprefix("main graph: "))
+        lines = "".join(f"\n  {reason}: {', '.join(where)}" for reason, where in groups.items())
+        message = f"cannot convert {len(problems)} node(s) of {model.name} to opset {target}:{lines}"
+    hints = list(dict.fromkeys(p.hint for p in problems if p.hint))
+    return EditError(message, hint="; ".join(hints) or "choose another version")
+
+
+def _missing_operators(proto: onnx.ModelProto, target: int) -> list[_Problem]:
+    """The ai.onnx nodes (main graph, bodies, local functions) whose operator does not exist at ``target``."""
+    problems = []
+    places: list[tuple[str, Any]] = [(where, graph.node) for where, graph in _named_graphs(proto.graph, "main graph")]
+    places += [(f"function {f.name}", f.node) for f in proto.functions if _version(f.opset_import) is not None]
+    for where, nodes in places:
+        for k, node in enumerate(nodes):
+            if node.domain not in ("", "ai.onnx") or _since(node.op_type, target) is not None:
+                continue
+            first = _first_version(node.op_type)
+            reason = (f"{node.op_type} does not exist before opset {first}" if first and first > target
+                      else f"{node.op_type} does not exist in opset {target}")
+            hint = (f"choose opset {first} or later, or replace the node (edit --replace-op) first" if first
+                    else "replace the node (edit --replace-op) first")
+            problems.append(_Problem(f"{where}: {_node_label(node, k)}", reason, hint))
+    return problems
+
+
+def _first_version(op: str) -> int | None:
+    """The first ai.onnx version that has ``op`` (None when it was removed, or never existed)."""
+    for version in range(1, onnx.defs.onnx_opset_version() + 1):
+        if _since(op, version) is not None:
+            return version
+    return None
+
+
+def _named_graphs(graph: onnx.GraphProto, where: str) -> Iterator[tuple[str, onnx.GraphProto]]:
+    yield where, graph
+    for node in graph.node:
+        for attr in node.attribute:
+            bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+            for body in bodies:
+                yield from _named_graphs(body, f"{where} > {node.name or node.op_type}.{attr.name}")
+
+
 # ------------------------------------------------------------------------------------- rewriting
+
+
+class _Unconvertible(Exception):
+    """Why a node cannot be converted (collected, so that every such node is named at once)."""
+
+    def __init__(self, reason: str, *, hint: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.hint = hint
 
 
 class _Rewriter:
@@ -228,6 +310,16 @@ class _Rewriter:
             self.names.update(n for node in graph.node for n in (*node.input, *node.output))
             self.names.update(t.name for t in graph.initializer)
         self.initializers: Any = None
+        self.problems: list[_Problem] = []
+        #: Nodes to put before and after a node (by id) when its graph's node list is rebuilt.
+        self.around: dict[int, tuple[list[onnx.NodeProto], list[onnx.NodeProto]]] = {}
+        self._shapes: dict[str, list[int | None] | None] | None = None
+        #: Whether names are looked up in the model's shapes (not in a local function's body).
+        self.shaped = True
+        self.main_names = {n for node in model.lazy_proto.graph.node for n in node.output} | \
+            {v.name for v in model.lazy_proto.graph.input}
+        for graph in _graphs(model.lazy_proto.graph):
+            self.names.update(node.name for node in graph.node if node.name)
 
     def own(self, node: onnx.NodeProto) -> bool:
         if node.domain not in ("", "ai.onnx"):
@@ -316,32 +408,47 @@ class _Rewriter:
                                      inner, initializers=body.initializer)
             if node.op_type in _CONTROL:
                 continue
-            if node.op_type in AXES_INPUT_SINCE:
-                changed = self._axes(node, AXES_INPUT_SINCE[node.op_type], constants, label, added)
-            elif node.op_type == "Split":
-                changed = self._attr_input(node, 13, "split", 1, np.int64, constants, label, added)
-            elif node.op_type == "Clip":
-                changed = self._clip(node, constants, label, added)
-            elif node.op_type == "Pad":
-                changed = self._pad(node, constants, label, added)
-            elif node.op_type == "Resize":
-                changed = self._resize(node, label, added)
-            elif node.op_type == "Constant":
-                changed = self._constant_node(node, label)
-            else:
-                if _changes(node, self.source, self.target) and not self.compatible(node):
-                    self._check_compatible(node, label)
+            try:
+                changed = self._rewrite(node, constants, label, added)
+            except _Unconvertible as err:
+                self.problems.append(_Problem(label, err.reason, err.hint))
                 continue
             if changed:
                 self.rewritten.append(label)
         self.initializers = previous
-        self._sort_constants(nodes, added)
+        self._place(nodes, added)
 
-    def _sort_constants(self, nodes: Any, added: list[onnx.NodeProto]) -> None:
-        """Constant nodes made for inputs go first (they read nothing)."""
-        if not added:
+    def _rewrite(self, node: onnx.NodeProto, constants: dict[str, Callable[[], np.ndarray]], label: str,
+                 added: list[onnx.NodeProto]) -> bool:
+        """Rewrite ``node`` for the target version; whether it changed."""
+        if node.op_type in AXES_INPUT_SINCE:
+            return self._axes(node, AXES_INPUT_SINCE[node.op_type], constants, label, added)
+        if node.op_type == "Split":
+            return self._attr_input(node, 13, "split", 1, np.int64, constants, label, added)
+        if node.op_type == "Clip":
+            return self._clip(node, constants, label, added)
+        if node.op_type == "Pad":
+            return self._pad(node, constants, label, added)
+        if node.op_type == "Resize":
+            return self._resize(node, label, added)
+        if node.op_type == "Constant":
+            return self._constant_node(node, label)
+        if node.op_type in _AXIS_FAMILY:
+            return self._axis_family(node)
+        if _changes(node, self.source, self.target) and not self.compatible(node):
+            self._check_compatible(node, label)
+        return False
+
+    def _place(self, nodes: Any, added: list[onnx.NodeProto]) -> None:
+        """Constant nodes made for inputs go first (they read nothing); nodes made around a node go
+        right before and after it."""
+        arounds = [self.around.pop(id(n), None) for n in nodes]
+        if not added and not any(arounds):
             return
-        ordered = [*added, *nodes]
+        ordered = list(added)
+        for node, around in zip(list(nodes), arounds):
+            before, after = around or ([], [])
+            ordered += [*before, node, *after]
         copies = []
         for node in ordered:
             clone = onnx.NodeProto()
@@ -354,11 +461,11 @@ class _Rewriter:
         try:
             schema = onnx.defs.get_schema(node.op_type, self.target, "")
         except Exception as err:
-            raise EditError(f"cannot convert {label} to opset {self.target}: the operator does not exist there",
+            raise _Unconvertible("the operator does not exist there",
                             hint="choose another version") from err
         unknown = [a.name for a in node.attribute if a.name not in schema.attributes]
         if unknown:
-            raise EditError(f"cannot convert {label} to opset {self.target}: attribute(s) {unknown} do not exist "
+            raise _Unconvertible(f"attribute(s) {unknown} do not exist "
                             f"there and graphkit has no rewrite for {node.op_type} inside a body or function",
                             hint="convert to a version on the same side of the operator's change")
 
@@ -367,7 +474,7 @@ class _Rewriter:
     def _constant(self, name: str, constants: dict[str, Callable[[], np.ndarray]], label: str, what: str) -> np.ndarray:
         reader = constants.get(name)
         if reader is None:
-            raise EditError(f"cannot convert {label} to opset {self.target}: its {what} {name!r} is computed at run "
+            raise _Unconvertible(f"its {what} {name!r} is computed at run "
                             "time and cannot become an attribute",
                             hint="fold it into a constant first (edit --fold-constants), or keep a version where "
                                  "it is an input")
@@ -475,7 +582,7 @@ class _Rewriter:
             return True
         if direction < 0:
             if len(node.input) > 3 and node.input[3]:
-                raise EditError(f"cannot convert {label} to opset {self.target}: its axes input has no attribute form",
+                raise _Unconvertible("its axes input has no attribute form",
                                 hint="keep opset 18 or later for Pad with axes")
             pads = self._constant(node.input[1], constants, label, "pads")
             self.detached.update(node.input[1:3])
@@ -494,13 +601,104 @@ class _Rewriter:
         attr = node.attribute[0]
         kinds = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64, "value_ints": np.int64}
         if attr.name not in kinds:
-            raise EditError(f"cannot convert {label} to opset {self.target}: its {attr.name} has no form there",
+            raise _Unconvertible(f"its {attr.name} has no form there",
                             hint="keep opset 12 or later")
         value = onnx.helper.get_attribute_value(attr)
         tensor = numpy_helper.from_array(np.asarray(value, kinds[attr.name]))
         del node.attribute[:]
         node.attribute.append(onnx.helper.make_attribute("value", tensor))
         return True
+
+    def _axis_family(self, node: onnx.NodeProto) -> bool:
+        """Softmax, LogSoftmax and Hardmax across opset 13, and their negative axes below 11.
+
+        Before 13 the operator views its input as 2-D at ``axis`` (``[prod(dims[:axis]),
+        prod(dims[axis:])]``) and normalizes each row; from 13 it normalizes along ``axis`` alone. A
+        row of the 2-D view holds the elements sharing their indices before ``axis``; a line along
+        ``axis`` those sharing every index but the axis's. The two are the same sets exactly when
+        every dim after ``axis`` is 1 (the indices after it are then all 0), which includes ``axis``
+        being the last: then only the axis is written out (its default moved from 1 to -1).
+        Otherwise, going up, Flatten at ``axis`` makes the 2-D view, the operator runs on its last
+        axis and Reshape restores the shape; going down, Transpose moves ``axis`` last, where the
+        2-D view is that one axis, and back.
+        """
+        old_source, old_target = self.source < 13, self.target < 13
+        attr = next((a for a in node.attribute if a.name == "axis"), None)
+        axis = int(attr.i) if attr is not None else (1 if old_source else -1)
+        dims = self._dims(node.input[0]) if node.input else None
+        rank = len(dims) if dims is not None else None
+        position = axis + rank if rank is not None and axis < 0 else axis
+        same = axis == -1 or (dims is not None and all(d == 1 for d in dims[position + 1:]))
+        if old_source == old_target or same:
+            if self.target < 11 and axis < 0:  # (negative axes exist from opset 11)
+                if rank is None:
+                    raise _Unconvertible(f"its axis {axis} is negative, which opset {self.target} does not allow, "
+                                         f"and the rank of {node.input[0]!r} is unknown",
+                                         hint="give the model's inputs static ranks first (edit --set-dims), or "
+                                              "keep opset 11 or later")
+                return self._set_axis(node, position)
+            return self._set_axis(node, axis) if old_source != old_target else False
+        if not old_target:
+            self._flatten_around(node, axis)
+            return True
+        if rank is None:
+            raise _Unconvertible(f"before opset 13 {node.op_type} normalizes over every dim from its axis on, and "
+                                 f"the rank of {node.input[0]!r} is unknown, so the axis cannot be moved last",
+                                 hint="give the model's inputs static ranks first (edit --set-dims), or keep "
+                                      "opset 13 or later")
+        self._transpose_around(node, position, rank)
+        return True
+
+    @staticmethod
+    def _set_axis(node: onnx.NodeProto, axis: int) -> bool:
+        attr = next((a for a in node.attribute if a.name == "axis"), None)
+        if attr is not None and attr.i == axis:
+            return False
+        if attr is None:
+            node.attribute.append(onnx.helper.make_attribute("axis", axis))
+        else:
+            attr.i = axis
+        return True
+
+    def _flatten_around(self, node: onnx.NodeProto, axis: int) -> None:
+        """Opset 13's ``node`` computing the old meaning: Flatten at ``axis``, the last axis, Reshape back."""
+        source, result = node.input[0], node.output[0]
+        base = node.name or node.op_type
+        flat, flat_out, shape = self._fresh(f"{source}/2d"), self._fresh(f"{result}/2d"), self._fresh(f"{source}/shape")
+        before = [onnx.helper.make_node("Flatten", [source], [flat], name=self._fresh(f"{base}/Flatten"), axis=axis),
+                  onnx.helper.make_node("Shape", [source], [shape], name=self._fresh(f"{base}/Shape"))]
+        reshape = onnx.helper.make_node("Reshape", [flat_out, shape], [result], name=self._fresh(f"{base}/Reshape"))
+        if self.target >= 14:  # (a 0 in the shape is a 0, not "copy the dim")
+            reshape.attribute.append(onnx.helper.make_attribute("allowzero", 1))
+        node.input[0], node.output[0] = flat, flat_out
+        self._set_axis(node, 1)
+        self.around[id(node)] = (before, [reshape])
+
+    def _transpose_around(self, node: onnx.NodeProto, position: int, rank: int) -> None:
+        """The old ``node`` computing opset 13's meaning: Transpose ``position`` last, normalize, Transpose back."""
+        source, result = node.input[0], node.output[0]
+        base = node.name or node.op_type
+        perm = [k for k in range(rank) if k != position] + [position]
+        back = [int(k) for k in np.argsort(perm)]
+        moved, moved_out = self._fresh(f"{source}/axis_last"), self._fresh(f"{result}/axis_last")
+        before = onnx.helper.make_node("Transpose", [source], [moved], name=self._fresh(f"{base}/Transpose"), perm=perm)
+        after = onnx.helper.make_node("Transpose", [moved_out], [result], name=self._fresh(f"{base}/Transpose_back"),
+                                      perm=back)
+        node.input[0], node.output[0] = moved, moved_out
+        self._set_axis(node, rank - 1)
+        self.around[id(node)] = ([before], [after])
+
+    def _dims(self, name: str) -> list[int | None] | None:
+        """The dims of ``name`` (None for an unknown dim), or None when its rank is unknown or it is a
+        local function's (whose types depend on the call)."""
+        if not self.shaped:
+            return None
+        if self._shapes is None:
+            self._shapes = _known_shapes(self.model)
+        if self._shapes.get(name) is None and name in self.main_names:
+            found = tensor_types(Source(self.model), [name], observe=False).types.get(name)
+            self._shapes[name] = _dims_of(found) if found is not None else None
+        return self._shapes.get(name)
 
     def _resize(self, node: onnx.NodeProto, label: str, added: list[onnx.NodeProto]) -> bool:
         direction = _crosses(11, self.source, self.target)
@@ -521,8 +719,8 @@ class _Rewriter:
             sizes = len(node.input) > 3 and node.input[3]
             if transform != "asymmetric" or (mode == "nearest" and nearest != "floor") or sizes \
                     or len(node.input) < 3 or not node.input[2] or mode == "cubic":
-                raise EditError(
-                    f"cannot convert {label} to opset {self.target}: opset 10's Resize has only scales, "
+                raise _Unconvertible(
+                    f"opset 10's Resize has only scales, "
                     f"asymmetric coordinates and flooring nearest, and this one uses coordinate_transformation_mode "
                     f"{transform!r}, mode {mode!r}" + (f", nearest_mode {nearest!r}" if mode == "nearest" else "")
                     + (", sizes" if sizes else ""),
@@ -534,6 +732,30 @@ class _Rewriter:
                 node.attribute.remove(attr)
             return True
         return False
+
+
+def _known_shapes(model: Model) -> dict[str, list[int | None] | None]:
+    """The dims of the tensors of the main graph and its bodies that ONNX shape inference proves."""
+    proto = weightless(Source(model))
+    try:
+        proto = infer_proto(proto, data_prop=True)
+    except Exception as err:  # (inference fails on some valid models: keep what is declared)
+        log.debug("shape inference failed: %s", err)
+    shapes: dict[str, list[int | None] | None] = {}
+    for graph in (*_graphs(proto.graph), model.lazy_proto.graph):
+        for info in (*graph.input, *graph.output, *graph.value_info):
+            dims = _dims_of(info.type)
+            if dims is not None or info.name not in shapes:
+                shapes[info.name] = dims
+        for tensor in graph.initializer:
+            shapes[tensor.name] = [int(d) for d in tensor.dims]
+    return shapes
+
+
+def _dims_of(tp: onnx.TypeProto) -> list[int | None] | None:
+    if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
+        return None
+    return [int(d.dim_value) if d.HasField("dim_value") else None for d in tp.tensor_type.shape.dim]
 
 
 def _drop_unread(graph: onnx.GraphProto, names: set[str]) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import fixture
+from conftest import LIGHT, fixture
 
 import graphkit as gk
 from graphkit.cli import main
@@ -32,11 +32,104 @@ def _model(text: str, version: int) -> gk.Model:
     return gk.parse_model(f'<ir_version: 7, opset_import: ["" : {version}]> g {text}')
 
 
-def _same(a: gk.Model, b: gk.Model) -> None:
+def _same(a: gk.Model, b: gk.Model, *, rtol: float = 0.0) -> None:
     feeds = gk.make_feeds(a, feed_options=gk.FeedOptions(seed=5))
     want, got = gk.run(a, feeds), gk.run(b, feeds)
     for name, value in want.items():
-        np.testing.assert_array_equal(got[name], value)
+        np.testing.assert_allclose(got[name], value, rtol=rtol, atol=0)
+
+
+def _ops(model: gk.Model) -> list[str]:
+    return [n.op_type for n in model.lazy_proto.graph.node]
+
+
+# (shape, axis or None for the default): the axis family's cases on both sides of opset 13
+AXIS_CASES = {
+    "middle_axis": ([2, 3, 4], 1),       # the two meanings differ: a rewrite each way
+    "default_axis": ([2, 3, 4], None),   # default 1 before 13, -1 from 13
+    "first_axis": ([2, 3, 4], 0),
+    "negative_axis": ([2, 3, 4], -2),
+    "trailing_ones": ([2, 5, 1, 1], 1),  # squeezenet's: the same sets, only the axis written out
+    "last_axis": ([3, 4], 1),
+}
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+@pytest.mark.parametrize("case", sorted(AXIS_CASES))
+@pytest.mark.parametrize("start", [12, 13])
+def test_axis_family_keeps_its_values_up_and_down_across_13(op: str, case: str, start: int) -> None:
+    shape, axis = AXIS_CASES[case]
+    dims = ",".join(map(str, shape))
+    attr = f" <axis={axis}>" if axis is not None else ""
+    model = _model(f"(float[{dims}] x) => (float[{dims}] y) {{ y = {op}{attr} (x) }}", start)
+    other = 13 if start == 12 else 12
+    there = gk.convert_opset_with_report(model, other)
+    onnx.checker.check_model(there.model.lazy_proto, full_check=True)
+    _same(model, there.model, rtol=1e-6)
+    rewritten = _ops(there.model) != [op]
+    assert rewritten == (case not in ("trailing_ones", "last_axis")
+                         and not (case == "default_axis" and start == 13)), _ops(there.model)
+    assert there.rewritten == (("main graph: (unnamed) (" + op + ")",) if rewritten or axis is None
+                               else ())  # (a default axis is written out)
+    back = gk.convert_opset(there.model, start)
+    onnx.checker.check_model(back.lazy_proto, full_check=True)
+    _same(model, back, rtol=1e-6)
+
+
+def test_axis_family_below_11_takes_a_non_negative_axis() -> None:
+    model = _model("(float[2,3,4] x) => (float[2,3,4] y) { y = Softmax <axis=-2> (x) }", 13)
+    down = gk.convert_opset(model, 10)
+    assert [list(a.ints) for n in down.lazy_proto.graph.node for a in n.attribute if a.name == "perm"] \
+        == [[0, 2, 1], [0, 2, 1]]
+    assert [a.i for n in down.lazy_proto.graph.node for a in n.attribute if a.name == "axis"] == [2]
+    _same(model, down, rtol=1e-6)
+
+
+def test_axis_family_down_needs_the_rank_and_says_so() -> None:
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Softmax", ["r"], ["y"], axis=0)],
+                              "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],  # (rank unknown)
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = gk.Model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8))
+    with pytest.raises(gk.EditError) as err:
+        gk.convert_opset(model, 12)
+    assert "(Softmax)" in str(err.value) and "rank of 'r' is unknown" in str(err.value)
+    assert "--set-dims" in err.value.hint
+
+
+def test_light_squeezenet_softmax_keeps_its_values_at_13() -> None:
+    model = gk.load(LIGHT / "light_squeezenet.onnx")  # opset 9, Softmax on [1, 1000, 1, 1] at the default axis 1
+    up = gk.convert_opset(model, 13)
+    softmax = next(n for n in up.lazy_proto.graph.node if n.op_type == "Softmax")
+    assert [(a.name, a.i) for a in softmax.attribute] == [("axis", 1)] and "Flatten" not in _ops(up)
+    _same(model, up)
+
+
+def test_every_node_an_older_opset_lacks_is_named_and_nothing_returned() -> None:
+    model = gk.load(LIGHT / "light_squeezenet.onnx")
+    missing = [k for k, n in enumerate(model.lazy_proto.graph.node) if n.op_type == "ConstantOfShape"]
+    with pytest.raises(gk.EditError) as err:
+        gk.convert_opset(model, 8)
+    message = str(err.value)
+    assert f"cannot convert {len(missing)} node(s)" in message
+    assert "ConstantOfShape does not exist before opset 9" in message
+    assert all(f"#{k} (ConstantOfShape)" in message for k in missing)
+    assert "choose opset 9 or later" in err.value.hint
+
+
+def test_nodes_missing_in_bodies_and_functions_are_named_too() -> None:
+    model = gk.parse_model("""<ir_version: 8, opset_import: ["" : 13, "local" : 1]>
+        g (bool c, float[2] x) => (float[2] y) {
+            y = If (c) <then_branch = t () => (float[2] a) { a = local.Act (x) },
+                        else_branch = e () => (float[2] b) { b = Celu (x) }>
+        }
+        <domain: "local", opset_import: ["" : 13]> Act (v) => (w) { w = Celu (v) }""")
+    with pytest.raises(gk.EditError) as err:
+        gk.convert_opset(model, 11)
+    message = str(err.value)
+    assert "Celu does not exist before opset 12" in message
+    assert "main graph > If.else_branch: #0 (Celu)" in message and "function Act: #0 (Celu)" in message
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
