@@ -347,7 +347,11 @@ class _Converter:
         self.opsets = {o.domain or "": o.version for o in self.proto.opset_import}
         if "ai.onnx" in self.opsets and "" not in self.opsets:
             self.opsets[""] = self.opsets["ai.onnx"]
-        self.functions = {(f.domain, f.name) for f in self.proto.functions}
+        self.functions = {(f.domain, f.name): f for f in model.lazy_proto.functions}
+        #: (domain, name, input dtypes) -> the element types inside that function called so (None:
+        #: not all known, so its calls stay float32), and the name of its float16 variant once made.
+        self.function_types: dict[tuple[str, str, tuple[int, ...]], dict[str, int] | None] = {}
+        self.variants: dict[tuple[str, str, tuple[int, ...]], str] = {}
         self.kept: list[KeptNode] = []
         self.clamped: list[Clamped] = []
         self.converted = 0
@@ -372,6 +376,7 @@ class _Converter:
         try:
             fp16_io = not self.keep_io_types
             self._graph(self.proto.graph, "main graph", {}, inputs_fp16=fp16_io, outputs_fp16=fp16_io, main=True)
+            self._settle_functions()
             toposort_proto(self.proto)
         except BaseException:
             if self.spill is not None:
@@ -391,6 +396,7 @@ class _Converter:
     def _check_keep_nodes(self) -> None:
         main = self.source.lazy_proto.graph
         known = [n.name for g in _graphs(main) for n in g.node if n.name]
+        known += [n.name for f in self.source.lazy_proto.functions for n in f.node if n.name]
         known += [unnamed_label(n, k) for k, n in enumerate(main.node) if not n.name]
         have = set(known) | {f"#{k}" for k in range(len(main.node))}
         for name in self.keep_node:
@@ -532,6 +538,9 @@ class _Converter:
                 if arrives and arrives == _attr_int(node, "to"):
                     node.op_type = "Identity"  # (a Cast to the type it already has: merged away)
                     del node.attribute[:]
+            if (node.domain or "", node.op_type) in self.functions and ports is not None \
+                    and (any(ports.inputs) or any(ports.outputs)):
+                node.op_type = self._function_variant(node, original_inputs)
             if node.op_type in _CONTROL_FLOW and node.domain in ("", "ai.onnx"):
                 converted = ports is not None and (any(ports.inputs) or any(ports.outputs))
                 inner_outer = dict(outer)
@@ -553,6 +562,83 @@ class _Converter:
         graph.node.extend(new_nodes)
         graph.initializer.extend(new_inits)
 
+    # ------------------------------------------------------------------ local functions
+
+    def _call_key(self, node: onnx.NodeProto, inputs: Sequence[str]) -> tuple[str, str, tuple[int, ...]]:
+        return (node.domain or "", node.op_type, tuple(self.types.get(n, 0) if n else 0 for n in inputs))
+
+    def _call_types(self, node: onnx.NodeProto) -> dict[str, int] | None:
+        """The element types inside the function ``node`` calls, given the types it is called with
+        (None when some float-carrying name inside cannot be typed)."""
+        key = self._call_key(node, node.input)
+        if key not in self.function_types:
+            func = self.functions[key[:2]]
+            self.function_types[key] = _function_types(self.source.lazy_proto, func, node, key[2])
+        return self.function_types[key]
+
+    def _function_variant(self, node: onnx.NodeProto, inputs: Sequence[str]) -> str:
+        """The name of the float16 variant of the function ``node`` calls (made on first use): its float
+        inputs and outputs float16, its body converted like a graph's, float32 kept inside where needed."""
+        key = self._call_key(node, inputs)
+        if key in self.variants:
+            return self.variants[key]
+        func = self.functions[key[:2]]
+        local = self.function_types[key]
+        assert local is not None  # (_decide keeps the calls it cannot type)
+        taken = {f.name for f in self.proto.functions if f.domain == func.domain}
+        variant = onnx.FunctionProto()
+        variant.CopyFrom(func)
+        variant.name = _unique(f"{func.name}_float16", taken)
+        self.variants[key] = variant.name
+        holder = onnx.GraphProto()
+        holder.node.extend(variant.node)
+        for name in variant.input:
+            holder.input.append(onnx.helper.make_tensor_value_info(name, local.get(name, 0), None))
+        for name in variant.output:
+            holder.output.append(onnx.helper.make_tensor_value_info(name, local.get(name, 0), None))
+        saved = self.types, self.opsets
+        self.types = local
+        self.opsets = {**self.opsets, **{o.domain or "": o.version for o in func.opset_import}}
+        try:
+            self._graph(holder, f"function {func.name}", {}, inputs_fp16=True, outputs_fp16=True, main=False)
+        finally:
+            self.types, self.opsets = saved
+        del variant.node[:]
+        variant.node.extend(holder.node)
+        del variant.output[:]
+        variant.output.extend(o.name for o in holder.output)
+        self.proto.functions.append(variant)
+        return variant.name
+
+    def _settle_functions(self) -> None:
+        """A function no node calls any more in float32 is replaced by its one float16 variant, under
+        its own name (or dropped beside several variants); one still called in float32 stays."""
+        if not self.variants:
+            return
+        renames: dict[tuple[str, str], str] = {}
+        while True:
+            calls = {(n.domain or "", n.op_type) for nodes in _node_lists(self.proto) for n in nodes}
+            unused = [(domain, name) for (domain, name, _) in self.variants
+                      if (domain, name) not in calls and any(f.domain == domain and f.name == name
+                                                             for f in self.proto.functions)]
+            if not unused:
+                break
+            kept = [f for f in self.proto.functions if (f.domain, f.name) not in unused]
+            del self.proto.functions[:]
+            self.proto.functions.extend(kept)
+        for domain, name in {(d, n) for d, n, _ in self.variants}:
+            made = {v for (d, n, _), v in self.variants.items() if (d, n) == (domain, name)}
+            original = any(f.domain == domain and f.name == name for f in self.proto.functions)
+            if len(made) == 1 and not original:
+                renames[(domain, made.pop())] = name
+        if not renames:
+            return
+        for func in self.proto.functions:
+            func.name = renames.get((func.domain, func.name), func.name)
+        for nodes in _node_lists(self.proto):
+            for n in nodes:
+                n.op_type = renames.get((n.domain or "", n.op_type), n.op_type)
+
     # ------------------------------------------------------------------ decisions
 
     def _decide(self, node: onnx.NodeProto) -> tuple[_Ports | None, str]:
@@ -569,7 +655,12 @@ class _Converter:
             return None, "kept by keep_op" if floats else ""
         domain = node.domain or ""
         if (domain, node.op_type) in self.functions:
-            return None, f"calls local function {node.op_type} (left float32)" if floats else ""
+            if self._call_types(node) is None:
+                return None, (f"calls local function {node.op_type}, whose body graphkit cannot type for this call"
+                              if floats else "")
+            ins = tuple(bool(n) and types.get(n) == FLOAT for n in node.input)
+            outs = tuple(bool(n) and types.get(n) == FLOAT for n in node.output)
+            return _Ports(ins, outs), ""
         if domain not in ("", "ai.onnx"):
             return None, f"custom domain {domain!r}" if floats else ""
         if node.op_type in _EXACT_OPS:
@@ -737,6 +828,90 @@ class _Converter:
             tensor.data_type = FLOAT16
             tensor.raw_data = converted.raw_data
         del values
+
+
+def _node_lists(proto: onnx.ModelProto) -> Iterator[Any]:
+    """Every node list of the model, in place: the main graph, local functions and their bodies."""
+    for graph in _graphs(proto.graph):
+        yield graph.node
+    for func in proto.functions:
+        yield func.node
+        for node in func.node:
+            for sub in subgraphs(node):
+                for graph in _graphs(sub):
+                    yield graph.node
+
+
+def _function_types(model: onnx.ModelProto, func: onnx.FunctionProto, call: onnx.NodeProto,
+                    dtypes: tuple[int, ...]) -> dict[str, int] | None:
+    """The element types inside ``func`` called by ``call`` with inputs of ``dtypes``, by ONNX shape
+    inference on its body as a graph (attribute references resolved from the call); None when a
+    name inside stays untyped, since converting around it could mix precisions."""
+    given = {a.name: a for a in call.attribute}
+    defaults = {a.name: a for a in func.attribute_proto}
+    graph = onnx.GraphProto(name=func.name)
+    for node in func.node:
+        copy = graph.node.add()
+        copy.CopyFrom(node)
+        if not _resolve_references(copy, given, defaults):
+            return None
+    for name, dtype in zip(func.input, dtypes):
+        if name:
+            graph.input.append(onnx.helper.make_tensor_value_info(name, dtype, None) if dtype
+                               else onnx.helper.make_value_info(name, onnx.TypeProto()))
+    holder = onnx.ModelProto(ir_version=model.ir_version)
+    imports = {o.domain: o.version for o in model.opset_import}
+    imports.update({o.domain: o.version for o in func.opset_import})
+    holder.opset_import.extend(onnx.helper.make_opsetid(d, v) for d, v in imports.items())
+    holder.functions.extend(model.functions)
+    holder.graph.CopyFrom(graph)
+    try:
+        holder = infer_proto(holder, data_prop=False)
+    except Exception as err:  # (onnx raises InferenceError and others from C++)
+        log.debug("typing local function %s failed: %s", func.name, err)
+        return None
+    types: dict[str, int] = {}
+    for g in _graphs(holder.graph):
+        for info in (*g.input, *g.output, *g.value_info):
+            elem = info.type.tensor_type.elem_type if info.type.HasField("tensor_type") else 0
+            if elem:
+                types[info.name] = elem
+        for tensor in g.initializer:
+            types[tensor.name] = tensor.data_type
+    for g in _graphs(holder.graph):
+        for node in g.node:
+            if any(o and o not in types for o in node.output):
+                return None
+    return types
+
+
+def _resolve_references(node: onnx.NodeProto, given: Mapping[str, onnx.AttributeProto],
+                        defaults: Mapping[str, onnx.AttributeProto]) -> bool:
+    """Replace ``node``'s attribute references (and its bodies') by the call's values or the defaults."""
+    kept = []
+    for attr in node.attribute:
+        if attr.ref_attr_name:
+            value = given.get(attr.ref_attr_name) or defaults.get(attr.ref_attr_name)
+            if value is None:
+                continue
+            resolved = onnx.AttributeProto()
+            resolved.CopyFrom(value)
+            resolved.name = attr.name
+            kept.append(resolved)
+            continue
+        for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+            for inner in sub.node:
+                if not _resolve_references(inner, given, defaults):
+                    return False
+        kept.append(attr)
+    copies = []
+    for attr in kept:
+        copy = onnx.AttributeProto()
+        copy.CopyFrom(attr)
+        copies.append(copy)
+    del node.attribute[:]
+    node.attribute.extend(copies)
+    return True
 
 
 def _shape_derived(nodes: Sequence[onnx.NodeProto], weights: set[str]) -> set[str]:

@@ -277,3 +277,94 @@ def test_cli_edit_set_dtype_and_its_recipe_step(tmp_path: Path, capsys: pytest.C
     assert gk.load(again).serialized() == edited.serialized()
     assert main(["edit", str(fixture("whole_model.onnx")), str(tmp_path / "x.onnx"), "--set-dtype", "input.1"]) == 2
     assert "--set-dtype input=uint8" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ local functions
+
+FUNCTIONS = """
+    <ir_version: 8, opset_import: ["" : 17, "local" : 1]>
+    g (float[2, 3] x, bool c) => (float[2, 3] y, float[2, 3] z) {
+        a = local.Gelu (x)
+        b = local.Block <alpha = 0.5> (a)
+        z = If (c) <then_branch = t () => (float[2, 3] o) { o = local.Gelu (b) },
+                    else_branch = e () => (float[2, 3] o2) { o2 = Neg (b) }>
+        y = Add (b, a)
+    }
+    <domain: "local", opset_import: ["" : 17]>
+    Gelu (v) => (w) {
+        k = Constant <value = float {1.702}> ()
+        m = Mul (v, k)
+        s = Sigmoid (m)
+        w = Mul (v, s)
+    }
+    <domain: "local", opset_import: ["" : 17, "local" : 1]>
+    Block <alpha> (v) => (w) {
+        g = local.Gelu (v)
+        sh = Shape (v)
+        r = Reshape (g, sh)
+        al = Constant <value_float: float = @alpha> ()
+        sc = Mul (r, al)
+        w = Add (sc, v)
+    }
+"""
+
+
+def _function(model: gk.Model, name: str) -> onnx.FunctionProto:
+    return next(f for f in model.lazy_proto.functions if f.name == name)
+
+
+@pytest.mark.parametrize("keep_io_types", [False, True])
+def test_local_functions_convert_with_their_calls_nested_and_inside_bodies(keep_io_types: bool) -> None:
+    model = gk.parse_model(FUNCTIONS)
+    before = model.serialized()
+    report = gk.to_float16_with_report(model, keep_io_types=keep_io_types)
+    assert model.serialized() == before
+    converted = report.model
+    onnx.checker.check_model(converted.lazy_proto, full_check=True)
+    assert report.kept == ()
+    assert sorted(f.name for f in converted.lazy_proto.functions) == ["Block", "Gelu"]  # (converted in place)
+    gelu = _function(converted, "Gelu")
+    assert next(n for n in gelu.node if n.op_type == "Constant").attribute[0].t.data_type == onnx.TensorProto.FLOAT16
+    # (value_float is float32 by the spec: the one Cast inside is after it)
+    assert [n.input[0] for f in converted.lazy_proto.functions for n in f.node if n.op_type == "Cast"] == ["al"]
+    assert report.casts == 1 + (3 if keep_io_types else 0)  # and x in, y and z out
+    errors = _relative_error(model, converted, io_float16=not keep_io_types)
+    assert max(errors.values()) < 2e-3, errors
+
+
+def test_a_function_called_in_both_precisions_gets_a_float16_copy() -> None:
+    text = FUNCTIONS.replace(
+        "y = Add (b, a)", "q = local.Gelu (x)\n y0 = Add (b, a)\n y = Add (y0, q)")
+    model = gk.parse_model(text)
+    first_call = next(n for n in model.lazy_proto.graph.node if n.op_type == "Gelu")
+    graph = model.lazy_proto.graph
+    named = onnx.ModelProto()
+    named.CopyFrom(model.lazy_proto)
+    named.graph.node[list(graph.node).index(first_call)].name = "gelu_in"
+    model = gk.Model(named)
+    report = gk.to_float16_with_report(model, keep_node=["gelu_in"], keep_io_types=True)
+    assert [(k.node, k.reason) for k in report.kept] == [("gelu_in", "kept by keep_node")]
+    converted = report.model
+    onnx.checker.check_model(converted.lazy_proto, full_check=True)
+    names = sorted(f.name for f in converted.lazy_proto.functions)
+    assert names == ["Block", "Gelu", "Gelu_float16"]
+    assert _function(converted, "Gelu").node[0].attribute[0].t.data_type == onnx.TensorProto.FLOAT  # the original
+    assert _function(converted, "Gelu_float16").node[0].attribute[0].t.data_type == onnx.TensorProto.FLOAT16
+    calls = {n.name or n.output[0]: n.op_type for n in converted.lazy_proto.graph.node if n.domain == "local"}
+    assert calls["gelu_in"] == "Gelu" and calls["q"] == "Gelu_float16"
+    errors = _relative_error(model, converted, io_float16=False)
+    assert max(errors.values()) < 2e-3, errors
+
+
+def test_a_function_body_node_can_be_kept_by_name() -> None:
+    proto = gk.parse_model(FUNCTIONS).lazy_proto
+    named = onnx.ModelProto()
+    named.CopyFrom(proto)
+    sigmoid = next(n for n in _function(gk.Model(named), "Gelu").node if n.op_type == "Sigmoid")
+    sigmoid.name = "gelu_sigmoid"
+    report = gk.to_float16_with_report(gk.Model(named), keep_node=["gelu_sigmoid"])
+    assert {(k.node, k.graph) for k in report.kept} == {("gelu_sigmoid", "function Gelu")}
+    body = _function(report.model, "Gelu")
+    assert [n.op_type for n in body.node].count("Cast") == 2  # into and out of the float32 Sigmoid
+    errors = _relative_error(gk.Model(named), report.model, io_float16=True)
+    assert max(errors.values()) < 2e-3, errors
