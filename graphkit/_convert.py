@@ -37,11 +37,12 @@ from graphkit import _ort
 from graphkit._build import dtype_to_onnx
 from graphkit._edit._common import _noop_returns_input
 from graphkit._graph import subgraphs, toposort_proto
-from graphkit._io import read_external_bytes, tensor_value
+from graphkit._io import external_ref
 from graphkit._model import Model, is_borrowed, is_external, iter_tensors, unborrow
 from graphkit._typing import Source, infer_proto, weightless
 from graphkit.errors import (
     EditError,
+    ExternalDataError,
     NoChangeError,
     NodeNotFoundError,
     TensorNotFoundError,
@@ -74,6 +75,8 @@ _EXACT_OPS = {"Range": "Range computes positions (float16 is exact only up to 20
 _DTYPE_ATTR_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                              "Multinomial", "EyeLike", "Bernoulli"})
 _CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+#: Elements of a weight on disk converted at a time (4 MiB of float32): what converting holds of it.
+_CHUNK = 1 << 20
 
 
 # ------------------------------------------------------------------------------------------ results
@@ -810,24 +813,45 @@ class _Converter:
         """Make ``tensor`` float16 in place, clamping values out of range; external data is spilled."""
         if tensor.data_type != FLOAT:
             return
-        outside = is_external(tensor)
-        values = tensor_value(self.source, tensor) if outside else numpy_helper.to_array(tensor)
+        self.weights += 1
+        if is_external(tensor):
+            self._convert_external(tensor, label, where)
+            return
+        values = numpy_helper.to_array(tensor)
         half, clamped = _to_half(values)
         if clamped is not None:
             self.clamped.append(Clamped(label, where or "main graph", *clamped))
         name = tensor.name
-        self.weights += 1
-        if outside:
-            if self.spill is None:
-                self.spill = _Spill()
-            self.spill.write(tensor, half.tobytes(), FLOAT16)
-        else:
-            converted = numpy_helper.from_array(half, name)
-            tensor.ClearField("float_data")
-            tensor.ClearField("raw_data")
-            tensor.data_type = FLOAT16
-            tensor.raw_data = converted.raw_data
+        converted = numpy_helper.from_array(half, name)
+        tensor.ClearField("float_data")
+        tensor.ClearField("raw_data")
+        tensor.data_type = FLOAT16
+        tensor.raw_data = converted.raw_data
         del values
+
+    def _convert_external(self, tensor: onnx.TensorProto, label: str, where: str) -> None:
+        """Convert a weight on disk chunk by chunk into the scratch file: memory holds one chunk, not the weight."""
+        ref = external_ref(self.source, tensor, where=where)
+        if self.spill is None:
+            self.spill = _Spill()
+        count = ref.length // 4
+        over = under = 0
+        largest = 0.0
+        position = self.spill.start()
+        with open(ref.path, "rb") as handle:
+            handle.seek(ref.offset)
+            for start in range(0, count, _CHUNK):
+                chunk = np.fromfile(handle, dtype="<f4", count=min(_CHUNK, count - start))
+                if chunk.size != min(_CHUNK, count - start):
+                    raise ExternalDataError(f"tensor {tensor.name!r}: {ref.location!r} ended early",
+                                            hint="the weights file is truncated")
+                half, n_over, n_under, most = _to_half_counted(chunk)
+                over, under, largest = over + n_over, under + n_under, max(largest, most)
+                self.spill.handle.write(half.astype("<f2", copy=False).tobytes())
+                del chunk, half
+        self.spill.finish(tensor, position, FLOAT16)
+        if over or under:
+            self.clamped.append(Clamped(label, where or "main graph", over, under, largest))
 
 
 def _node_lists(proto: onnx.ModelProto) -> Iterator[Any]:
@@ -927,17 +951,24 @@ def _shape_derived(nodes: Sequence[onnx.NodeProto], weights: set[str]) -> set[st
 
 def _to_half(values: np.ndarray) -> tuple[np.ndarray, tuple[int, int, float] | None]:
     """``values`` as float16, clamped into its range, and (over, under, max magnitude) when clamping was needed."""
+    half, over, under, largest = _to_half_counted(values)
+    return half, ((over, under, largest) if over or under else None)
+
+
+def _to_half_counted(values: np.ndarray) -> tuple[np.ndarray, int, int, float]:
+    """``values`` as float16 clamped into its range, how many values were above it and below it, and
+    the largest finite magnitude."""
     magnitude = np.abs(values)
     finite = np.isfinite(values)
     over = finite & (magnitude > FP16_MAX)
     under = (magnitude > 0) & (magnitude < FP16_TINY)
     n_over, n_under = int(over.sum()), int(under.sum())
+    largest = float(np.max(magnitude, where=finite, initial=0.0))
     if not n_over and not n_under:
-        return values.astype(np.float16), None
-    largest = float(magnitude[finite].max()) if finite.any() else 0.0
+        return values.astype(np.float16), 0, 0, largest
     fixed = np.where(over, np.sign(values) * FP16_MAX, values)
     fixed = np.where(under, np.sign(values) * FP16_TINY, fixed)
-    return fixed.astype(np.float16), (n_over, n_under, largest)
+    return fixed.astype(np.float16), n_over, n_under, largest
 
 
 def unnamed_label(node: onnx.NodeProto, position: int) -> str:
@@ -971,18 +1002,28 @@ class _Spill:
         self.handle = open(self.folder / self.NAME, "wb")  # noqa: SIM115 (closed by close/discard)
 
     def write(self, tensor: onnx.TensorProto, data: bytes, data_type: int) -> None:
+        position = self.start()
+        self.handle.write(data)
+        self.finish(tensor, position, data_type)
+
+    def start(self) -> int:
+        """Where the next tensor's bytes go (aligned to a page): write them, then ``finish``."""
         position = self.handle.tell()
         aligned = -(-position // 4096) * 4096
         if aligned != position:
             self.handle.write(b"\0" * (aligned - position))
-        self.handle.write(data)
+        return aligned
+
+    def finish(self, tensor: onnx.TensorProto, aligned: int, data_type: int) -> None:
+        """Point ``tensor`` at the bytes written since ``start`` returned ``aligned``."""
+        length = self.handle.tell() - aligned
         for name in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
             tensor.ClearField(name)
         del tensor.external_data[:]
         unborrow(tensor)
         tensor.data_type = data_type
         tensor.data_location = onnx.TensorProto.EXTERNAL
-        for key, value in (("location", self.NAME), ("offset", str(aligned)), ("length", str(len(data)))):
+        for key, value in (("location", self.NAME), ("offset", str(aligned)), ("length", str(length))):
             tensor.external_data.add(key=key, value=value)
         tensor.metadata_props.add(key=self.MARK, value="")
 
@@ -997,7 +1038,19 @@ class _Spill:
                 del tensor.metadata_props[:]
                 tensor.metadata_props.extend(marks)
                 continue
-            self.write(tensor, read_external_bytes(model, tensor), tensor.data_type)
+            ref = external_ref(model, tensor)
+            position = self.start()
+            with open(ref.path, "rb") as handle:
+                handle.seek(ref.offset)
+                left = ref.length
+                while left:  # (in pieces: memory holds one piece, not the weight)
+                    piece = handle.read(min(left, _CHUNK * 4))
+                    if not piece:
+                        raise ExternalDataError(f"tensor {tensor.name!r}: {ref.location!r} ended early",
+                                                hint="the weights file is truncated")
+                    self.handle.write(piece)
+                    left -= len(piece)
+            self.finish(tensor, position, tensor.data_type)
             marks = [e for e in tensor.metadata_props if e.key != self.MARK]
             del tensor.metadata_props[:]
             tensor.metadata_props.extend(marks)

@@ -170,6 +170,32 @@ def test_external_weights_are_converted_one_at_a_time_into_a_scratch_file(ext_co
         np.testing.assert_allclose(got[name], value, rtol=1e-2, atol=1e-2)
 
 
+def test_weights_on_disk_are_converted_in_chunks_with_clamping_counted_across_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphkit import _convert
+
+    values = np.linspace(-2, 2, 13, dtype=np.float32)
+    values[2], values[9], values[11] = 1e-9, 1e6, -7e4  # (tiny in the first chunk, too large in the last two)
+    helper = onnx.helper
+    graph = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [13])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [13])],
+                              [onnx.numpy_helper.from_array(values, "w")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    gk.save(gk.Model(proto), tmp_path / "m.onnx", external=True, size_threshold=0)
+    monkeypatch.setattr(_convert, "_CHUNK", 4)  # (13 values: chunks of 4, 4, 4 and 1)
+    report = gk.to_float16_with_report(gk.load(tmp_path / "m.onnx"))
+    assert [(c.tensor, c.over, c.under, c.max_abs) for c in report.clamped] == [("w", 2, 1, 1e6)]
+    (tmp_path / "out").mkdir()
+    gk.save(report.model, tmp_path / "out" / "h.onnx")
+    saved = gk.load(tmp_path / "out" / "h.onnx")
+    assert saved.has_external_data
+    weight = gk.tensor_value(saved, next(t for t in saved.lazy_proto.graph.initializer if t.name == "w"))
+    expected = np.clip(values, -65504, 65504).astype(np.float16)
+    expected[2] = np.float16(2.0**-24)
+    np.testing.assert_array_equal(weight, expected)
+
+
 def test_errors_name_the_node_and_the_model(whole_model: gk.Model) -> None:
     with pytest.raises(gk.NodeNotFoundError) as err:
         gk.to_float16(whole_model, keep_node=["/Ad"])
