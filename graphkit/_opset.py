@@ -40,6 +40,17 @@ AXES_INPUT_SINCE = {
 }
 #: Other operators graphkit rewrites itself, with the version where their form changed.
 _OWN = {"Split": 13, "Clip": 11, "Pad": 11, "Resize": 11, "Softmax": 13, "LogSoftmax": 13, "Hardmax": 13}
+#: Operators graphkit converts down itself from the version of their newer form (ONNX's converter
+#: has no adapter down from it): that version and the oldest version graphkit converts them to.
+_DOWN = {"Reshape": (14, 5), "BatchNormalization": (14, 7), "Dropout": (12, 7), "MaxPool": (10, 8),
+         "AveragePool": (10, 7)}
+#: (operator, version) -> attributes it gained then, with the value that means the older behaviour:
+#: converting down drops them at that value and refuses the node otherwise.
+_NEUTRAL: dict[tuple[str, int], dict[str, int]] = {
+    ("Reshape", 14): {"allowzero": 0}, ("BatchNormalization", 14): {"training_mode": 0},
+    ("MaxPool", 10): {"ceil_mode": 0, "dilations": 1}, ("AveragePool", 10): {"ceil_mode": 0},
+    ("AveragePool", 19): {"dilations": 1},
+}
 #: Operators that before opset 13 coerce their input to 2-D at ``axis`` and from 13 work on that one axis.
 _AXIS_FAMILY = frozenset({"Softmax", "LogSoftmax", "Hardmax"})
 _CONTROL = frozenset({"If", "Loop", "Scan"})
@@ -113,15 +124,14 @@ def _convert(model: Model, version: int) -> OpsetConversion:
     missing = _missing_operators(proto, target)
     if missing:
         raise _refusal(model, target, missing)
-    placeholders = rewriter.hide(proto.graph)
-    if placeholders:
+    if rewriter.hide(proto.graph):
         proto.opset_import.add(domain=_PLACEHOLDER, version=1)
     need_converter = any(_changes(n, source, target) for n in proto.graph.node if n.domain != _PLACEHOLDER)
     if need_converter:
         proto = _run_converter(model, proto, target)
     else:
         _set_version(proto.opset_import, target)
-    rewriter.show(proto.graph, placeholders)
+    rewriter.show(proto.graph, positions=not need_converter)
     rewriter.shaped = False  # (a function's types depend on its call)
     for func in proto.functions:
         if _version(func.opset_import) is not None:
@@ -134,6 +144,8 @@ def _convert(model: Model, version: int) -> OpsetConversion:
     del proto.opset_import[:]
     proto.opset_import.extend(keep)
     _drop_unread(proto.graph, rewriter.detached)
+    for func in proto.functions:
+        _drop_unread_in_function(func, rewriter.detached)
     proto.ir_version = max(proto.ir_version, _ir_for(target))
     return OpsetConversion(model.derive(proto), source, target, tuple(rewriter.rewritten), need_converter)
 
@@ -320,12 +332,22 @@ class _Rewriter:
             {v.name for v in model.lazy_proto.graph.input}
         for graph in _graphs(model.lazy_proto.graph):
             self.names.update(node.name for node in graph.node if node.name)
+        #: Every name a node, a graph output or a local function's output reads.
+        self.read = {n for g in _graphs(model.lazy_proto.graph) for node in g.node for n in node.input}
+        self.read |= {o.name for g in _graphs(model.lazy_proto.graph) for o in g.output}
+        for func in model.lazy_proto.functions:
+            self.read |= {n for node in func.node for n in node.input} | set(func.output)
 
     def own(self, node: onnx.NodeProto) -> bool:
         if node.domain not in ("", "ai.onnx"):
             return False
         return (node.op_type in AXES_INPUT_SINCE or node.op_type in _OWN or node.op_type in _CONTROL
-                or node.op_type == "Constant" or self.compatible(node))
+                or node.op_type == "Constant" or self.down(node)
+                or self.compatible(node))
+
+    def down(self, node: onnx.NodeProto) -> bool:
+        """Whether graphkit converts ``node`` down itself."""
+        return node.op_type in _DOWN and self.target < self.source and self.source >= _DOWN[node.op_type][0]
 
     def compatible(self, node: onnx.NodeProto) -> bool:
         """Whether the node is valid as it is at the target version (its operator changed only in types,
@@ -359,13 +381,15 @@ class _Rewriter:
                 positions.append(k)
         return positions
 
-    def show(self, graph: onnx.GraphProto, positions: list[int]) -> None:
-        constants = self.graph_constants(graph, {})
+    def show(self, graph: onnx.GraphProto, *, positions: bool) -> None:
+        """Convert the hidden nodes; ``positions``: whether the graph's nodes are where they were in
+        the model (unnamed nodes are then named by position)."""
         hidden = [n for n in graph.node if n.domain == _PLACEHOLDER]
         for node in hidden:
             node.domain = ""
+        constants = self.graph_constants(graph, {})  # (after: Constant nodes are hidden too)
         self.graph_nodes(graph.node, "main graph", {}, constants, only=set(map(id, hidden)) or None,
-                         initializers=graph.initializer)
+                         initializers=graph.initializer, positions=positions)
 
     # -- constants a rewrite may read (initializers and Constant nodes, outer scopes included)
 
@@ -390,16 +414,16 @@ class _Rewriter:
 
     def graph_nodes(self, nodes: Any, where: str, outer: dict[str, Callable[[], np.ndarray]],
                     constants: dict[str, Callable[[], np.ndarray]], only: set[int] | None = None,
-                    initializers: Any = None) -> None:
+                    initializers: Any = None, positions: bool = True) -> None:
         added: list[onnx.NodeProto] = []
         previous = self.initializers
-        for node in list(nodes):
+        for k, node in enumerate(list(nodes)):
             self.initializers = initializers
             if only is not None and id(node) not in only:
                 continue
             if node.domain not in ("", "ai.onnx"):
                 continue
-            label = f"{where}: {node.name or '(unnamed)'} ({node.op_type})"
+            label = f"{where}: " + (_node_label(node, k) if positions or node.name else f"(unnamed) ({node.op_type})")
             for attr in node.attribute:
                 bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
                 for body in bodies:
@@ -435,6 +459,8 @@ class _Rewriter:
             return self._constant_node(node, label)
         if node.op_type in _AXIS_FAMILY:
             return self._axis_family(node)
+        if self.down(node):
+            return self._down(node, constants, label)
         if _changes(node, self.source, self.target) and not self.compatible(node):
             self._check_compatible(node, label)
         return False
@@ -649,6 +675,68 @@ class _Rewriter:
         self._transpose_around(node, position, rank)
         return True
 
+    def _down(self, node: onnx.NodeProto, constants: dict[str, Callable[[], np.ndarray]], label: str) -> bool:
+        """Reshape, BatchNormalization, Dropout, MaxPool and AveragePool down: what their newer forms added is dropped where
+        it is at the value that means the older behaviour, and refused otherwise (named)."""
+        op = node.op_type
+        oldest = _DOWN[op][1]
+        if self.target < oldest:
+            raise _Unconvertible(f"graphkit converts {op} down to opset {oldest}, not below",
+                                 hint=f"choose opset {oldest} or later")
+        attrs = {a.name: a for a in node.attribute}
+        changed = False
+        if op == "Reshape" and self.target < 14 and "allowzero" in attrs and attrs["allowzero"].i:
+            shape = self._constant(node.input[1], constants, label, "shape")
+            if (shape == 0).any():
+                raise _Unconvertible("allowzero=1 with a 0 in its shape has no form before opset 14 (a 0 "
+                                     "there copies the input's dim)", hint="keep opset 14 or later")
+            node.attribute.remove(attrs.pop("allowzero"))  # (no 0 in the shape: allowzero changes nothing)
+            changed = True
+        for (name, version), neutral in _NEUTRAL.items():
+            if name != op or not self.target < version <= self.source:
+                continue
+            for key, value in neutral.items():
+                if key not in attrs:
+                    continue
+                found = onnx.helper.get_attribute_value(attrs[key])
+                if any(int(v) != value for v in (found if isinstance(found, list) else [found])):
+                    raise _Unconvertible(f"{key}={found} has no form before opset {version}",
+                                         hint=f"keep opset {version} or later")
+                node.attribute.remove(attrs.pop(key))
+                changed = True
+        if op == "BatchNormalization" and self.target < 14 <= self.source:
+            if any(node.output[1:]):
+                raise _Unconvertible("its running mean and variance outputs have no form before opset 14",
+                                     hint="keep opset 14 or later, or remove those outputs")
+            changed = changed or len(node.output) > 1
+            del node.output[1:]
+        if op == "Dropout" and self.target < 12 <= self.source:
+            changed = self._dropout_down(node, attrs, constants, label)
+        if op == "Dropout" and self.target < 10 and len(node.output) > 1 and node.output[1]:
+            if node.output[1] in self.read:
+                raise _Unconvertible("its mask output is bool from opset 10 and of the data's type before",
+                                     hint="keep opset 10 or later, or remove the mask output")
+            del node.output[1:]  # (nothing reads it)
+            changed = True
+        return changed
+
+    def _dropout_down(self, node: onnx.NodeProto, attrs: dict[str, onnx.AttributeProto],
+                      constants: dict[str, Callable[[], np.ndarray]], label: str) -> bool:
+        """Dropout 12's ratio and training_mode inputs back to opset 10's ratio attribute (inference only)."""
+        if len(node.input) > 2 and node.input[2]:
+            training = self._constant(node.input[2], constants, label, "training_mode")
+            if bool(training.reshape(-1)[0]):
+                raise _Unconvertible("training_mode true has no form before opset 12", hint="keep opset 12 or later")
+            self.detached.add(node.input[2])
+        if len(node.input) > 1 and node.input[1]:
+            ratio = self._constant(node.input[1], constants, label, "ratio")
+            self.detached.add(node.input[1])
+            node.attribute.append(onnx.helper.make_attribute("ratio", float(ratio.reshape(-1)[0])))
+        del node.input[1:]
+        if "seed" in attrs:  # (no randomness without training)
+            node.attribute.remove(attrs["seed"])
+        return True
+
     @staticmethod
     def _set_axis(node: onnx.NodeProto, axis: int) -> bool:
         attr = next((a for a in node.attribute if a.name == "axis"), None)
@@ -773,6 +861,17 @@ def _drop_unread(graph: onnx.GraphProto, names: set[str]) -> None:
         if len(nodes) != len(g.node):
             del g.node[:]
             g.node.extend(nodes)
+
+
+def _drop_unread_in_function(func: onnx.FunctionProto, names: set[str]) -> None:
+    """Remove the Constant nodes among ``names`` that nothing in ``func`` reads any more."""
+    holder = onnx.GraphProto()
+    holder.node.extend(func.node)
+    read = {n for g in _graphs(holder) for node in g.node for n in node.input} | set(func.output)
+    nodes = [n for n in func.node if not (n.op_type == "Constant" and n.output and n.output[0] in names - read)]
+    if len(nodes) != len(func.node):
+        del func.node[:]
+        func.node.extend(nodes)
 
 
 def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:

@@ -24,6 +24,14 @@ CASES = {
     "pad": ('(float[4] x) => (float[7] y) { y = Pad <pads=[1,2], value=1.5> (x) }', 2, 11),
     "resize": ('(float[1,1,2,2] x) => (float[1,1,4,4] y) { s = Constant <value = float[4] {1.0,1.0,2.0,2.0}> () '
                '\n y = Resize <mode="nearest"> (x, s) }', 10, 11),
+    "reshape": ('(float[2,3] x) => (float[3,2] y) { s = Constant <value = int64[2] {3, 2}> () \n'
+                'y = Reshape (x, s) }', 13, 14),
+    "batchnorm": ('(float[1,2,3] x, float[2] g, float[2] b, float[2] m, float[2] v) => (float[1,2,3] y) '
+                  '{ y = BatchNormalization <epsilon=0.01> (x, g, b, m, v) }', 9, 15),
+    "dropout": ('(float[2,3] x) => (float[2,3] y) { y = Dropout <ratio=0.25> (x) }', 10, 13),
+    "maxpool": ('(float[1,1,4,4] x) => (float[1,1,2,2] y) { y = MaxPool <kernel_shape=[2,2], strides=[2,2]> (x) }',
+                8, 12),
+    "averagepool": ('(float[1,1,4,4] x) => (float[1,1,3,3] y) { y = AveragePool <kernel_shape=[2,2]> (x) }', 7, 19),
     "add_broadcast": ('(float[2,3] x, float[3] b) => (float[2,3] y) { y = Add <broadcast=1> (x, b) }', 6, 7),
 }
 
@@ -69,7 +77,7 @@ def test_axis_family_keeps_its_values_up_and_down_across_13(op: str, case: str, 
     rewritten = _ops(there.model) != [op]
     assert rewritten == (case not in ("trailing_ones", "last_axis")
                          and not (case == "default_axis" and start == 13)), _ops(there.model)
-    assert there.rewritten == (("main graph: (unnamed) (" + op + ")",) if rewritten or axis is None
+    assert there.rewritten == ((f"main graph: #0 ({op})",) if rewritten or axis is None
                                else ())  # (a default axis is written out)
     back = gk.convert_opset(there.model, start)
     onnx.checker.check_model(back.lazy_proto, full_check=True)
@@ -151,12 +159,108 @@ def test_every_case_up_and_down_keeps_the_values(case: str) -> None:
     _same(lower, down.model)
 
 
+@pytest.mark.parametrize("case", ["reshape", "batchnorm", "dropout", "maxpool", "averagepool"])
+def test_down_from_forms_the_converter_cannot_convert_down(case: str) -> None:
+    text, low, high = CASES[case]
+    up = gk.convert_opset(_model(text, low), high)
+    assert not _changes_needed(up)
+    down = gk.convert_opset_with_report(up, low)
+    onnx.checker.check_model(down.model.lazy_proto, full_check=True)
+    _same(_model(text, low), down.model)
+
+
+def _changes_needed(model: gk.Model) -> bool:
+    """Whether a node still has an attribute at the value that would block converting it down."""
+    return any(a.name in ("allowzero", "training_mode", "ceil_mode") and a.i for n in model.lazy_proto.graph.node
+               for a in n.attribute)
+
+
+def test_down_refuses_what_the_older_form_lacks_naming_each_node() -> None:
+    model = gk.parse_model("""<ir_version: 8, opset_import: ["" : 14]>
+        g (float[2,3] x, float[1,1,4,4] p) => (float[3,2] y, float[1,1,2,2] q, float[1,1,2,2] r) {
+            s = Constant <value = int64[2] {3, 0}> ()
+            y = Reshape <allowzero=1> (x, s)
+            q = MaxPool <kernel_shape=[2,2], strides=[2,2], ceil_mode=1> (p)
+            r = MaxPool <kernel_shape=[2,2], strides=[2,2], dilations=[1,1]> (p)
+        }""")
+    with pytest.raises(gk.EditError) as err:
+        gk.convert_opset(model, 9)
+    message = str(err.value)
+    assert message.startswith("cannot convert 2 node(s)")
+    assert "allowzero=1 with a 0 in its shape has no form before opset 14 (a 0 there copies the input's dim): " \
+        "#1 (Reshape)" in message
+    assert "ceil_mode=1 has no form before opset 10: #2 (MaxPool)" in message and "#3" not in message
+    assert "keep opset 14 or later" in err.value.hint
+
+
+def test_dropout_down_below_10_drops_an_unread_mask_and_refuses_a_read_one() -> None:
+    read = _model('(float[2,3] x) => (float[2,3] y, bool[2,3] k) { y, k = Dropout <ratio=0.25> (x) }', 10)
+    with pytest.raises(gk.EditError, match="its mask output is bool from opset 10"):
+        gk.convert_opset(gk.convert_opset(read, 13), 9)  # (the mask is a graph output)
+    quiet = _model('(float[2,3] x) => (float[2,3] y) { y, k = Dropout <ratio=0.25> (x) }', 10)
+    down = gk.convert_opset(gk.convert_opset(quiet, 13), 9)
+    assert [list(n.output) for n in down.lazy_proto.graph.node if n.op_type == "Dropout"] == [["y"]]
+    _same(quiet, down)
+
+
+FUNCTION_MODEL = """<ir_version: 8, opset_import: ["" : {v}, "local" : 1]>
+    g (float[2,3,4] x) => (float[2,1,4] y, float[2,3,4] z) {{
+        y = local.Reduce (x)
+        z = local.Norm (x)
+    }}
+    <domain: "local", opset_import: ["" : {v}]>
+    Reduce (v) => (w) {{
+        {reduce}
+        c = Clip (r, lo, hi)
+        w = Softmax <axis=-1> (c)
+    }}
+    <domain: "local", opset_import: ["" : {v}]>
+    Norm (v) => (w) {{ w = Softmax <axis={axis}> (v) }}"""
+
+
+def test_local_functions_convert_up_and_down() -> None:
+    high = gk.parse_model("""<ir_version: 8, opset_import: ["" : 13, "local" : 1]>
+        g (float[2,3,4] x) => (float[2,1,4] y) { y = local.Reduce (x) }
+        <domain: "local", opset_import: ["" : 13]>
+        Reduce (v) => (w) {
+            a = Constant <value = int64[1] {1}> ()
+            r = ReduceSum <keepdims=1> (v, a)
+            lo = Constant <value = float {-0.5}> ()
+            hi = Constant <value = float {0.5}> ()
+            w = Clip (r, lo, hi)
+        }""")
+    down = gk.convert_opset_with_report(high, 10)
+    onnx.checker.check_model(down.model.lazy_proto, full_check=True)
+    reduce = down.model.lazy_proto.functions[0]
+    assert [(n.op_type, [a.name for a in n.attribute]) for n in reduce.node] \
+        == [("ReduceSum", ["keepdims", "axes"]), ("Clip", ["min", "max"])]  # (their Constants dropped)
+    assert down.rewritten == ("function Reduce: #1 (ReduceSum)", "function Reduce: #4 (Clip)")
+    _same(high, down.model)
+    again = gk.convert_opset(down.model, 13)
+    onnx.checker.check_model(again.lazy_proto, full_check=True)
+    _same(high, again)
+
+
+def test_a_local_function_softmax_goes_up_without_shapes_and_down_only_at_the_last_axis() -> None:
+    low_text = "r = ReduceSum <keepdims=1, axes=[1]> (v)\n c0 = Identity (r)\n lo = Constant <value = float {-0.5}> ()"
+    low = gk.parse_model(FUNCTION_MODEL.format(v=12, reduce=low_text, axis=1).replace("c = Clip (r, lo, hi)",
+                                                                              "c = Clip (r, lo)"))
+    up = gk.convert_opset(low, 13)
+    norm = next(f for f in up.lazy_proto.functions if f.name == "Norm")
+    assert [n.op_type for n in norm.node] == ["Flatten", "Shape", "Softmax", "Reshape"]  # (no shapes in a body)
+    _same(low, up, rtol=1e-6)
+    with pytest.raises(gk.EditError) as err:
+        gk.convert_opset(gk.parse_model(FUNCTION_MODEL.format(v=13, axis=1, reduce=low_text.replace(
+            "<keepdims=1, axes=[1]>", "<keepdims=1>")).replace("c = Clip (r, lo, hi)", "c = Clip (r, lo)")), 12)
+    assert "function Norm: #0 (Softmax)" in str(err.value) and "rank of 'v' is unknown" in str(err.value)
+
+
 def test_own_rewrites_move_axes_between_attribute_and_input() -> None:
     text, low, high = CASES["reducemean"]
     up = gk.convert_opset_with_report(_model(text, low), high)
     node = next(n for n in up.model.lazy_proto.graph.node if n.op_type == "ReduceMean")
     assert len(node.input) == 2 and not [a for a in node.attribute if a.name == "axes"]
-    assert up.rewritten == ("main graph: (unnamed) (ReduceMean)",)
+    assert up.rewritten == ("main graph: #0 (ReduceMean)",)
     down = gk.convert_opset(up.model, low)
     node = next(n for n in down.lazy_proto.graph.node if n.op_type == "ReduceMean")
     assert list(node.input) == ["x"] and [list(a.ints) for a in node.attribute if a.name == "axes"] == [[0]]
@@ -186,12 +290,38 @@ def test_resize_down_refuses_coordinates_opset_10_lacks() -> None:
         gk.convert_opset(model, 10)
 
 
-def test_external_weights_stay_on_disk(ext_copy: Path) -> None:
-    model = gk.load(ext_copy)
-    version = model.lazy_proto.opset_import[0].version
-    converted = gk.convert_opset(model, version - 1 if version > 13 else version + 1)
+@pytest.mark.parametrize("target", [11, 21])
+def test_external_weights_stay_on_disk_up_and_down(ext_copy: Path, target: int) -> None:
+    model = gk.load(ext_copy)  # (opset 17)
+    converted = gk.convert_opset(model, target)
     assert converted.has_external_data and converted.base_dir == model.base_dir
     _same(model, converted)
+    back = gk.convert_opset(converted, 17)
+    assert back.has_external_data and back.base_dir == model.base_dir
+    _same(model, back)
+
+
+@pytest.mark.parametrize("name", ["if_outer_scope.onnx", "loop_scan.onnx"])
+@pytest.mark.parametrize("target", [12, 21])
+def test_bodies_convert_up_and_down(name: str, target: int) -> None:
+    model = gk.load(fixture(name))  # (opset 17)
+    there = gk.convert_opset(model, target)
+    onnx.checker.check_model(there.lazy_proto, full_check=True)
+    _same(model, there)
+    _same(model, gk.convert_opset(there, 17))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", [10, 13, 18, 21])
+@pytest.mark.parametrize("path", sorted(LIGHT.glob("light_*.onnx")), ids=lambda p: p.stem)
+def test_light_models_up_and_back_down_keep_their_values(path: Path, target: int) -> None:
+    model = gk.load(path)  # (opset 9)
+    up = gk.convert_opset(model, target)
+    onnx.checker.check_model(up.lazy_proto, full_check=True)
+    _same(model, up, rtol=1e-6)
+    down = gk.convert_opset(up, 9)
+    onnx.checker.check_model(down.lazy_proto, full_check=True)
+    _same(model, down, rtol=1e-6)
 
 
 def test_same_version_is_a_noop(whole_model: gk.Model) -> None:
