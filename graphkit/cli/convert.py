@@ -14,9 +14,11 @@ OUT with .recipe.yaml) that ``edit IN OUT --recipe`` replays.
 
 ``--opset N`` converts to ai.onnx opset N, up or down: ONNX's version converter where it has
 adapters, graphkit's own rewrites for the operators whose arguments moved between attributes and
-inputs (Reduce*, Squeeze, Unsqueeze, Split, Clip, Pad) and Resize 10/11, in bodies and local
-functions too. A node that cannot be converted is named with the reason; the result's outputs must
-equal the input's on seeded inputs, or nothing is written.
+inputs (Reduce*, Squeeze, Unsqueeze, Split, Clip, Pad), Resize 10/11, Softmax/LogSoftmax/Hardmax
+across 13, and down from the forms the converter cannot convert down (Reshape, BatchNormalization,
+Dropout, MaxPool, AveragePool), in bodies and local functions too. Every node that cannot be
+converted is named with the reason; the result's outputs must equal the input's on seeded inputs,
+or nothing is written.
 """
 
 from __future__ import annotations
