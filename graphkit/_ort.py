@@ -11,10 +11,13 @@ so no weight is copied into memory twice.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
 import re
+import sys
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,11 +101,25 @@ def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", thre
     if folder is not None:
         options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
     try:
-        return ort.InferenceSession(data, options, providers=[full_provider],
+        sess = ort.InferenceSession(data, options, providers=[full_provider],
                                     provider_options=[dict(provider_options or {})])
     except Exception as err:  # onnxruntime raises its own exception types
         raise RuntimeFailure(f"ONNX Runtime cannot load {model.name}: {first_line(err)}",
                              hint=_load_hint(model, python_ops)) from err
+    if _holds_extension_ops(target is not model, custom_ops):
+        _extension_sessions.add(sess)
+    return sess
+
+
+def _holds_extension_ops(python: bool, custom_ops: Sequence[str | os.PathLike[str]]) -> bool:
+    """Whether a session just made points into the extensions' table of Python operators."""
+    ext = sys.modules.get("onnxruntime_extensions")
+    if ext is None or not _extension_op_count(ext):
+        return False
+    if python:
+        return True
+    library = Path(ext.get_library_path()).resolve()
+    return any(Path(path).resolve() == library for path in custom_ops)
 
 
 @dataclass(frozen=True)
@@ -203,13 +220,31 @@ def _load_hint(model: Model, python_ops: Sequence[CustomOp]) -> str:
 #
 # onnxruntime-extensions runs a Python function as an operator of its own domain (ai.onnx.contrib),
 # looked up by op type in a registry of the process. A session therefore loads an in-memory copy of
-# the model whose nodes of each Python operator name one registered function (a name derived from
-# the function's identity, so two files implementing the same op never collide), with every
-# attribute carried as JSON text: the extensions pass only int, float and string attributes on, and
-# deform_conv2d's stride=[1, 1] is a list.
+# the model whose Python-operator nodes call one registered dispatcher per signature (input count and
+# output dtypes), with the operator and every attribute carried as one JSON attribute: the extensions
+# pass only int, float and string attributes on, and deform_conv2d's stride=[1, 1] is a list.
+#
+# The extensions keep their operators in a C++ vector and hand ONNX Runtime pointers into it, so a
+# registration that grows the vector leaves every open session that registered the extensions'
+# library pointing at freed memory: running or destroying such a session then crashes the process,
+# often later, inside the garbage collector (measured: with MALLOC_PERTURB_ set, the first run of
+# such a session after 39 more registrations segfaults). Hence one dispatcher per signature (a few
+# registrations per process, not one per operator and model), spare room made at the first one, and
+# at each growth the garbage sessions collected first and a clear refusal while a live one remains.
 
 _PYOP_DOMAIN = "ai.onnx.contrib"
-_registered: dict[tuple[int, tuple[str, ...], int], str] = {}
+_CALL_ATTRIBUTE = "graphkit_call"
+#: Registered dispatchers by signature (input count, output dtypes) → op type.
+_registered: dict[tuple[int, tuple[str, ...]], str] = {}
+#: The Python operators dispatched to, by the index the nodes carry (kept alive for the process).
+_python_ops: list[CustomOp] = []
+_python_op_index: dict[int, int] = {}
+#: The size the extensions' operator vector is brought to (with placeholders) at the first registration:
+#: it then has room up to 16, so 7 signatures need no growth. Each operator costs every session that
+#: registers the library about 0.65 ms (measured: 30 ms with 1, 72 ms with 65).
+_ROOM = 9
+#: Open sessions that hold pointers into the extensions' operator vector.
+_extension_sessions: weakref.WeakSet[Any] = weakref.WeakSet()
 #: Failures of Python operators during the current ``run_session``: the extensions abort the process
 #: when an exception escapes an operator, so the operator returns empty outputs and its error is
 #: raised once ONNX Runtime returns (or fails on the empty values).
@@ -248,7 +283,7 @@ def _all_nodes(proto: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
 
 
 def _with_python_ops(model: Model, python_ops: Sequence[CustomOp]) -> Model:
-    """A copy of ``model`` whose Python-operator nodes call functions registered with the extensions."""
+    """A copy of ``model`` whose Python-operator nodes call dispatchers registered with the extensions."""
     by_key = {op.key: op for op in python_ops}
     proto = onnx.ModelProto()
     proto.CopyFrom(model.lazy_proto)
@@ -256,12 +291,11 @@ def _with_python_ops(model: Model, python_ops: Sequence[CustomOp]) -> Model:
         op = by_key.get(_key(node))
         if op is None:
             continue
-        names = tuple(a.name for a in node.attribute)
         values = attribute_values(node)
+        call = {"op": _python_op_number(op), "attributes": {k: _jsonable(v) for k, v in values.items()}}
         del node.attribute[:]
-        node.attribute.extend(onnx.helper.make_attribute(name, json.dumps(_jsonable(values[name])))
-                              for name in names)
-        node.op_type = _register_python_op(op, names, len(node.input))
+        node.attribute.append(onnx.helper.make_attribute(_CALL_ATTRIBUTE, json.dumps(call)))
+        node.op_type = _dispatcher(op, len(node.input))
         node.domain = _PYOP_DOMAIN
     if not any(o.domain == _PYOP_DOMAIN for o in proto.opset_import):
         proto.opset_import.append(onnx.helper.make_opsetid(_PYOP_DOMAIN, 1))
@@ -276,37 +310,74 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _register_python_op(op: CustomOp, attributes: tuple[str, ...], inputs: int) -> str:
-    """The op type under which ``op`` (with these attribute names and inputs) is registered with the extensions."""
-    key = (id(op), attributes, inputs)
-    if key in _registered:
-        return _registered[key]
+def _python_op_number(op: CustomOp) -> int:
+    number = _python_op_index.get(id(op))
+    if number is None:  # (the op stays in _python_ops, so its id is never reused)
+        number = _python_op_index[id(op)] = len(_python_ops)
+        _python_ops.append(op)
+    return number
+
+
+def _dispatch(*inputs: Any, **attrs: str) -> Any:
+    call = json.loads(attrs[_CALL_ATTRIBUTE])
+    op = _python_ops[call["op"]]
+    where = f"{op.label} in ONNX Runtime"
+    try:
+        values = op.compute(inputs, call["attributes"], where)
+    except Exception as err:  # (an exception escaping into the extensions aborts the process)
+        _failures.append(err if isinstance(err, RuntimeFailure) else RuntimeFailure(
+            f"{where}: {type(err).__name__}: {err}", hint="check the --python-ops file"))
+        values = tuple(np.zeros((0,), dtype) for dtype in op.outputs)
+    return values if len(values) > 1 else values[0]
+
+
+def _dispatcher(op: CustomOp, inputs: int) -> str:
+    """The op type of the dispatcher registered with the extensions for ``op``'s signature."""
+    signature = (inputs, tuple(op.outputs))
+    if signature in _registered:
+        return _registered[signature]
     ext = _extensions()
     dtypes = {np.dtype(k).name: v for k, v in _EXTENSION_DTYPES.items()}
-    name = f"graphkit_{len(_registered)}_{op.op_type}"
-    where = f"{op.label} in ONNX Runtime"
-
-    def body(*inputs: Any, **attrs: str) -> Any:
-        try:
-            values = op.compute(inputs, {k: json.loads(v) for k, v in attrs.items()}, where)
-        except Exception as err:  # (an exception escaping into the extensions aborts the process)
-            _failures.append(err if isinstance(err, RuntimeFailure) else RuntimeFailure(
-                f"{where}: {type(err).__name__}: {err}", hint="check the --python-ops file"))
-            values = tuple(np.zeros((0,), dtype) for dtype in op.outputs)
-        return values if len(values) > 1 else values[0]
-
     outputs = []
     for dtype in op.outputs:
         if dtype not in dtypes:
             raise UsageError(f"{op.label}: onnxruntime-extensions cannot return {dtype} from a Python operator",
                              hint="return one of " + ", ".join(sorted(dtypes)))
         outputs.append(getattr(ext.PyCustomOpDef, dtypes[dtype]))
-    body.__name__ = name
+    _make_room(ext)
+    name = f"graphkit_call_{len(_registered)}"
     # (input types left undefined: the extensions then take every input as it comes)
     ext.onnx_op(op_type=name, inputs=[0] * inputs, outputs=outputs,
-                attrs={a: ext.PyCustomOpDef.dt_string for a in attributes})(body)
-    _registered[key] = name
+                attrs={_CALL_ATTRIBUTE: ext.PyCustomOpDef.dt_string})(_dispatch)
+    _registered[signature] = name
     return name
+
+
+def _make_room(ext: ModuleType) -> None:
+    """Make the next registration safe for open sessions (see the comment above ``_PYOP_DOMAIN``)."""
+    count = _extension_op_count(ext)
+    first = not _registered
+    if not first and count & (count - 1):  # (libstdc++'s vector moves its elements when its size is 2**k)
+        return
+    gc.collect()  # (sessions that are garbage go now, while what they point to still exists)
+    if len(_extension_sessions):
+        raise RuntimeFailure(
+            f"cannot register another Python operator signature while {len(_extension_sessions)} ONNX Runtime "
+            "session(s) using onnxruntime-extensions are open: the extensions would move the operators those "
+            "sessions point to, which crashes the process",
+            hint="run models with Python operators of other signatures in a separate process, or close the "
+                 "open sessions first")
+    if first:
+        for number in range(count, _ROOM):
+            ext.onnx_op(op_type=f"graphkit_spare_{number}", inputs=[0], outputs=[ext.PyCustomOpDef.dt_float])(_dispatch)
+
+
+def _extension_op_count(ext: ModuleType) -> int:
+    """How many operators the extensions hold in their default domain, registered by anyone in this process."""
+    registry = getattr(getattr(ext, "Opdef", None), "_odlist", None)
+    if not isinstance(registry, dict):  # (an extensions version that keeps them elsewhere: count ours)
+        return len(_registered) + (_ROOM if _registered else 0)
+    return sum(1 for opdef in registry.values() if "::" not in str(getattr(opdef, "op_type", "")))
 
 
 _EXTENSION_DTYPES = {

@@ -117,6 +117,8 @@ def test_missing_extensions_is_an_error_naming_the_extra(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(builtins, "__import__", no_extensions)
     monkeypatch.setattr(_ort, "_registered", {})
+    monkeypatch.setattr(_ort, "_python_ops", [])
+    monkeypatch.setattr(_ort, "_python_op_index", {})
     with pytest.raises(gk.UsageError) as err:
         gk.run(_my_add_custom(), python_ops=[OPS])
     assert "onnxruntime-extensions" in err.value.message and "graphkit[custom-ops]" in err.value.hint
@@ -188,3 +190,63 @@ def test_extract_and_split_type_a_custom_ops_output_by_running_it_with_python_op
                  "--python-ops", str(OPS)]) == 0
     assert main(["split", str(tmp_path / "m.onnx"), str(tmp_path / "parts"), "--at", "t", "--python-ops", str(OPS)]) == 0
     assert main(["run-chain", str(tmp_path / "parts"), "--python-ops", str(OPS)]) == 0
+
+
+_SIGNATURES_SCRIPT = """
+import gc, sys
+import numpy as np
+import graphkit as gk
+from graphkit import _ort
+from graphkit.errors import RuntimeFailure
+
+def model(n):
+    b = gk.GraphBuilder(f"sum{n}")
+    xs = [b.input(f"x{i}", "float32", [3]) for i in range(n)]
+    b.opset("t", 1)
+    b.output(b.node(f"sum{n}", xs, outputs=["y"], domain="t"), "float32", [3])
+    return b.build()
+
+def op(n):
+    return gk.custom_op("t", f"sum{n}", outputs=["float32"])(lambda *xs: np.sum(xs, axis=0) + n)
+
+def run(sess, n):
+    feeds = {f"x{i}": np.full(3, i, np.float32) for i in range(n)}
+    return _ort.run_session(sess, ["y"], feeds, f"sum{n}")[0]
+
+first = _ort.session(model(1), python_ops=[op(1)])
+assert run(first, 1).tolist() == [1.0] * 3
+refused, sess = [], None
+for n in range(2, 24):  # each a new signature; the previous session stays open while the next is made
+    try:
+        sess = _ort.session(model(n), python_ops=[op(n)])
+    except RuntimeFailure as err:
+        refused.append(n)
+        assert "separate process" in err.hint, err.hint
+        continue
+    assert run(sess, n).tolist() == [n * (n - 1) / 2 + n] * 3
+assert run(first, 1).tolist() == [1.0] * 3  # the first session still runs, with its own operator
+del first, sess
+gc.collect()
+fresh = _ort.session(model(30), python_ops=[op(30)])  # nothing open any more: a new signature is fine
+assert run(fresh, 30).tolist() == [30 * 29 / 2 + 30] * 3
+print("refused", refused)
+"""
+
+
+def test_open_sessions_survive_new_python_op_signatures(tmp_path: Path) -> None:
+    """onnxruntime-extensions hands ONNX Runtime pointers into a C++ vector of its operators, which a
+    registration may grow and move: a session opened before must neither crash nor run freed memory.
+    MALLOC_PERTURB_ makes glibc fill freed memory, so a stale pointer crashes at once instead of
+    corrupting the heap for the garbage collector to trip on later (the old failure mode)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MALLOC_PERTURB_": "165"}
+    done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", _SIGNATURES_SCRIPT], env=env,
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    refused = json.loads(done.stdout.split("refused", 1)[1].strip())
+    # New signatures register while the table has room (the first one makes room for several); once it
+    # would have to grow under the open sessions, every further one is refused, clearly, until they close.
+    assert refused == list(range(refused[0], 24)) and refused[0] >= 6, refused
