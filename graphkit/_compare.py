@@ -814,8 +814,9 @@ class _Walker:
 
     def __init__(self, graph: _Graph, backend: str, feeds: Mapping[str, np.ndarray], wanted: set[str],
                  *, budget: int, label: str, progress: Progress | None = None, config: Settings | None = None,
-                 notes: list[str] | None = None) -> None:
+                 notes: list[str] | None = None, first_step: int = 1) -> None:
         self.graph = graph
+        self.first_step = max(first_step, 1)  # (1: learn the bytes per node before growing)
         self.backend = backend
         self.config = config
         self.notes = notes if notes is not None else []
@@ -842,7 +843,7 @@ class _Walker:
         initial = {n: v for n, v in self.feeds.items() if n in self.wanted}
         if initial:
             yield initial
-        k, step, total = 0, 1, len(self.order)
+        k, step, total = 0, self.first_step, len(self.order)
         while k < total:
             chunk = self.order[k : k + step]
             end = k + len(chunk)

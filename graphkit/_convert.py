@@ -23,7 +23,7 @@ import logging
 import shutil
 import tempfile
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from graphkit._build import dtype_to_onnx
 from graphkit._edit._common import _noop_returns_input
 from graphkit._graph import subgraphs, toposort_proto
 from graphkit._io import external_ref
-from graphkit._model import Model, is_borrowed, is_external, iter_tensors, unborrow
+from graphkit._model import Model, borrowed_path, is_borrowed, is_external, iter_tensors, unborrow
 from graphkit._typing import Source, infer_proto, weightless
 from graphkit.errors import (
     EditError,
@@ -211,11 +211,14 @@ def to_float16_with_report(
 
 
 def convert_float16(model: Model, *, keep_io_types: bool, keep_op: Sequence[str], keep_node: Sequence[str],
-                    keep_main: Mapping[int, str], types: Mapping[str, int] | None = None) -> Float16Conversion:
+                    keep_main: Mapping[int, str], types: Mapping[str, int] | None = None,
+                    store: WeightStore | None = None) -> Float16Conversion:
     """``to_float16_with_report`` with arguments already checked, main-graph nodes kept by position
-    (``keep_main``: position → why) and, when known, the element types (``element_types(model)``)."""
+    (``keep_main``: position → why), when known the element types (``element_types(model)``), and a
+    ``store`` shared by several conversions of the same weights (each is then read, converted and
+    written once; the result lives in the store's folder, which lives as long as the store)."""
     converter = _Converter(model, keep_io_types=keep_io_types, keep_op=set(keep_op), keep_node=list(keep_node),
-                           keep_main=keep_main)
+                           keep_main=keep_main, store=store)
     return converter.convert(types)
 
 
@@ -338,8 +341,9 @@ def _runtime_refuses(op: str, domain: str, version: int, ir_version: int, attrib
 
 class _Converter:
     def __init__(self, model: Model, *, keep_io_types: bool, keep_op: set[str], keep_node: list[str],
-                 keep_main: Mapping[int, str] | None = None) -> None:
+                 keep_main: Mapping[int, str] | None = None, store: WeightStore | None = None) -> None:
         self.source = model
+        self.store = store
         self.keep_main = dict(keep_main or {})
         self.main_converted: list[int] = []
         self.keep_io_types = keep_io_types
@@ -385,6 +389,10 @@ class _Converter:
             if self.spill is not None:
                 self.spill.discard()
             raise
+        if self.store is not None:
+            self.store.adopt_rest(self.source, self.proto)
+            return Float16Conversion(Model(self.proto, self.store.folder, None), self.converted, tuple(self.kept),
+                                     self.casts, self.weights, tuple(self.clamped), tuple(self.main_converted))
         base_dir = self.source.base_dir
         if self.spill is not None:
             self.spill.adopt_rest(self.source, self.proto)
@@ -815,7 +823,15 @@ class _Converter:
             return
         self.weights += 1
         if is_external(tensor):
-            self._convert_external(tensor, label, where)
+            if self.store is not None:
+                store = self.store
+                figures = store.converted(tensor, lambda t: self._convert_external(t, where, store.spill))
+            else:
+                if self.spill is None:
+                    self.spill = _Spill()
+                figures = self._convert_external(tensor, where, self.spill)
+            if figures is not None:
+                self.clamped.append(Clamped(label, where or "main graph", *figures))
             return
         values = numpy_helper.to_array(tensor)
         half, clamped = _to_half(values)
@@ -829,15 +845,14 @@ class _Converter:
         tensor.raw_data = converted.raw_data
         del values
 
-    def _convert_external(self, tensor: onnx.TensorProto, label: str, where: str) -> None:
-        """Convert a weight on disk chunk by chunk into the scratch file: memory holds one chunk, not the weight."""
+    def _convert_external(self, tensor: onnx.TensorProto, where: str, spill: _Spill) -> tuple[int, int, float] | None:
+        """Convert a weight on disk chunk by chunk into ``spill``'s file: memory holds one chunk, not the
+        weight. Returns (over, under, largest magnitude) when values had to be clamped."""
         ref = external_ref(self.source, tensor, where=where)
-        if self.spill is None:
-            self.spill = _Spill()
         count = ref.length // 4
         over = under = 0
         largest = 0.0
-        position = self.spill.start()
+        position = spill.start()
         with open(ref.path, "rb") as handle:
             handle.seek(ref.offset)
             for start in range(0, count, _CHUNK):
@@ -847,11 +862,10 @@ class _Converter:
                                             hint="the weights file is truncated")
                 half, n_over, n_under, most = _to_half_counted(chunk)
                 over, under, largest = over + n_over, under + n_under, max(largest, most)
-                self.spill.handle.write(half.astype("<f2", copy=False).tobytes())
+                spill.handle.write(half.astype("<f2", copy=False).tobytes())
                 del chunk, half
-        self.spill.finish(tensor, position, FLOAT16)
-        if over or under:
-            self.clamped.append(Clamped(label, where or "main graph", over, under, largest))
+        spill.finish(tensor, position, FLOAT16)
+        return (over, under, largest) if over or under else None
 
 
 def _node_lists(proto: onnx.ModelProto) -> Iterator[Any]:
@@ -1038,22 +1052,26 @@ class _Spill:
                 del tensor.metadata_props[:]
                 tensor.metadata_props.extend(marks)
                 continue
-            ref = external_ref(model, tensor)
-            position = self.start()
-            with open(ref.path, "rb") as handle:
-                handle.seek(ref.offset)
-                left = ref.length
-                while left:  # (in pieces: memory holds one piece, not the weight)
-                    piece = handle.read(min(left, _CHUNK * 4))
-                    if not piece:
-                        raise ExternalDataError(f"tensor {tensor.name!r}: {ref.location!r} ended early",
-                                                hint="the weights file is truncated")
-                    self.handle.write(piece)
-                    left -= len(piece)
-            self.finish(tensor, position, tensor.data_type)
+            self.copy_in(model, tensor)
             marks = [e for e in tensor.metadata_props if e.key != self.MARK]
             del tensor.metadata_props[:]
             tensor.metadata_props.extend(marks)
+
+    def copy_in(self, model: Model, tensor: onnx.TensorProto) -> None:
+        """Copy the external (or borrowed) ``tensor`` of ``model`` into the file as it is, and point it there."""
+        ref = external_ref(model, tensor)
+        position = self.start()
+        with open(ref.path, "rb") as handle:
+            handle.seek(ref.offset)
+            left = ref.length
+            while left:  # (in pieces: memory holds one piece, not the weight)
+                piece = handle.read(min(left, _CHUNK * 4))
+                if not piece:
+                    raise ExternalDataError(f"tensor {tensor.name!r}: {ref.location!r} ended early",
+                                            hint="the weights file is truncated")
+                self.handle.write(piece)
+                left -= len(piece)
+        self.finish(tensor, position, tensor.data_type)
 
     def close(self) -> None:
         self.handle.close()
@@ -1065,6 +1083,76 @@ class _Spill:
 
 
 
+class WeightStore:
+    """Weights that lie outside the model, converted or copied once for several conversions of it.
+
+    The mixed-precision search converts the same model many times with different nodes kept float32:
+    each external (or borrowed) weight is read, converted and written into one scratch folder the
+    first time a conversion needs it, and every later conversion points at that copy. The folder is
+    removed when the store is garbage collected, unless ``hand_over`` gave it to a model.
+    """
+
+    def __init__(self) -> None:
+        self.spill = _Spill()
+        self.folder = self.spill.folder
+        #: (the source data's reference, element type) -> external_data entries, clamping figures
+        self.placed: dict[tuple[Any, ...], tuple[list[tuple[str, str]], tuple[int, int, float] | None]] = {}
+        self._cleanup = weakref.finalize(self, shutil.rmtree, str(self.folder), True)
+
+    @staticmethod
+    def _key(tensor: onnx.TensorProto, data_type: int) -> tuple[Any, ...]:
+        return (tuple((e.key, e.value) for e in tensor.external_data), str(borrowed_path(tensor)), data_type)
+
+    def converted(self, tensor: onnx.TensorProto,
+                  convert: Callable[[onnx.TensorProto], tuple[int, int, float] | None]) -> tuple[int, int, float] | None:
+        """Point the external float32 ``tensor`` at its float16 copy, written by ``convert`` (into this
+        store's spill) on first use; the clamping figures when its values lie outside float16's range."""
+        key = self._key(tensor, FLOAT16)
+        if key not in self.placed:
+            clamped = convert(tensor)
+            self.placed[key] = ([(e.key, e.value) for e in tensor.external_data], clamped)
+        else:
+            self._point(tensor, key, FLOAT16)
+        return self.placed[key][1]
+
+    def adopt_rest(self, model: Model, proto: onnx.ModelProto) -> None:
+        """Point the external weights of ``proto`` that were not converted at copies in the store
+        (borrowed ones too, so that ONNX Runtime reads them from the store's folder, not memory)."""
+        for tensor, _ in iter_tensors(proto):
+            if not is_external(tensor):
+                continue
+            if any(e.key == _Spill.MARK for e in tensor.metadata_props):
+                marks = [e for e in tensor.metadata_props if e.key != _Spill.MARK]
+                del tensor.metadata_props[:]
+                tensor.metadata_props.extend(marks)
+                continue
+            key = self._key(tensor, tensor.data_type)
+            if key not in self.placed:
+                self.spill.copy_in(model, tensor)
+                self.placed[key] = ([(e.key, e.value) for e in tensor.external_data], None)
+            else:
+                self._point(tensor, key, tensor.data_type)
+            marks = [e for e in tensor.metadata_props if e.key != _Spill.MARK]
+            del tensor.metadata_props[:]
+            tensor.metadata_props.extend(marks)
+        self.spill.handle.flush()
+
+    def _point(self, tensor: onnx.TensorProto, key: tuple[Any, ...], data_type: int) -> None:
+        for name in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
+            tensor.ClearField(name)
+        del tensor.external_data[:]
+        unborrow(tensor)
+        tensor.data_type = data_type
+        tensor.data_location = onnx.TensorProto.EXTERNAL
+        for k, v in self.placed[key][0]:
+            tensor.external_data.add(key=k, value=v)
+        tensor.metadata_props.add(key=_Spill.MARK, value="")
+
+    def hand_over(self, model: Model) -> None:
+        """Let ``model`` (made with this store) own the folder: it is removed with the model, not the store."""
+        self.spill.close()
+        self._cleanup.detach()
+        weakref.finalize(model, shutil.rmtree, str(self.folder), True)
 
 
 # ----------------------------------------------------------------------------------- input/output dtype

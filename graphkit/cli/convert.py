@@ -151,7 +151,8 @@ def _show_mixed(result: MixedPrecision, output: str, recipe: str) -> None:
     verdict = "within" if result.passed else "NOT within"
     _render.text(f"wrote {output} and {recipe}: {len(result.kept)} of {result.candidates} node(s) kept float32 "
                  f"by the search, outputs {verdict} atol {tol.atol:g} / rtol {tol.rtol:g}, "
-                 f"{result.runs} model run(s) and {result.node_runs} single-node re-run(s)")
+                 f"{result.runs} model run(s): {result.trial_runs} of the whole model, {result.fragment_runs} of "
+                 f"fragments measuring {result.measured} node(s)' own float16 error")
     if result.kept:
         listed = _render.capped(result.kept, LIMIT)
         _render.table([(k.node, k.op_type, k.reason + _figure(k)) for k in listed],
@@ -164,12 +165,15 @@ def _show_mixed(result: MixedPrecision, output: str, recipe: str) -> None:
 
 def _figure(node: object) -> str:
     local = getattr(node, "local_max_abs", None)
+    relative = getattr(node, "local_relative", None)
     out = getattr(node, "output_max_abs", None)
+    parts = []
     if local is not None:
-        return f" (its own error {local:.3g})"
+        parts.append(f"its own error {local:.3g}" + (f" ({relative:.2g} of its values, RMS)" if relative is not None
+                                                      and math.isfinite(relative) and math.isfinite(local) else ""))
     if out is not None:
-        return f" (output error {out:.3g} with it in float16)"
-    return ""
+        parts.append(f"output error {out:.3g} with it in float16")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _run_opset(args: argparse.Namespace) -> int:
