@@ -43,7 +43,7 @@ def graphkit_mixed(model: str, out: str, atol: float, rtol: float) -> dict[str, 
                                      feeds=_feeds(model))
     gk.save(result.model, out)
     return {"work_s": time.perf_counter() - start, "kept": len(result.kept), "runs": result.runs,
-            "node_runs": result.node_runs, "passed": result.passed}
+            "trial_runs": result.trial_runs, "fragment_runs": result.fragment_runs, "passed": result.passed}
 
 
 def occ_mixed(model: str, out: str, atol: float, rtol: float) -> dict[str, Any]:

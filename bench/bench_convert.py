@@ -52,9 +52,40 @@ def _overflow(folder: Path) -> Path:
     return path
 
 
+def _chain(folder: Path, blocks: int = 80, lossy: tuple[int, ...] = (10, 40, 70)) -> Path:
+    """247 nodes: ``blocks`` Mul(2)-Mul(0.5)-Relu blocks float16 computes exactly and, after the blocks in
+    ``lossy``, ``t + 1000.3 - 1000`` (float16 holds 1000.3 as 1000.5): three Adds must stay float32.
+    Every node has its own weights, as exporters write them (onnxconverter-common's search fails on
+    weights shared by a float16 and a float32 node)."""
+    from onnx import TensorProto, helper
+
+    weights, nodes, t = [], [], "x"
+
+    def node(op: str, a: str, value: float, out: str) -> None:
+        weights.append(helper.make_tensor(f"{out}/w", TensorProto.FLOAT, [1], [value]))
+        nodes.append(helper.make_node(op, [a, f"{out}/w"], [out], name=out))
+
+    for i in range(blocks):
+        node("Mul", t, 2.0, f"mul{i}")
+        node("Mul", f"mul{i}", 0.5, f"half{i}")
+        nodes.append(helper.make_node("Relu", [f"half{i}"], [f"relu{i}"], name=f"relu{i}"))
+        t = f"relu{i}"
+        if i in lossy:
+            node("Add", t, 1000.3, f"lossy{i}")
+            node("Sub", f"lossy{i}", 1000.0, f"back{i}")
+            t = f"back{i}"
+    nodes.append(helper.make_node("Identity", [t], ["y"], name="out"))
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 16])], weights)
+    path = folder / "chain.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
 def _models(names: list[str], folder: Path) -> list[Path]:
     found = {"transformer": BENCH_DIR / "transformer.onnx",
-             "transformer_small": BENCH_DIR / "small" / "transformer.onnx", "overflow": _overflow(folder)}
+             "transformer_small": BENCH_DIR / "small" / "transformer.onnx", "overflow": _overflow(folder),
+             "chain": _chain(folder)}
     found.update({p.stem: p for p in sorted(LIGHT.glob("light_*.onnx"))})
     if names == ["none"]:
         return []
@@ -85,7 +116,8 @@ def _job(name: str, function: str, model: Path, out: Path, **kwargs: object) -> 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="*", default=[],
-                        help="transformer, transformer_small (generate.py --small), overflow, light_<name>, or none")
+                        help="transformer, transformer_small (generate.py --small), overflow, chain, light_<name>, "
+                             "or none")
     parser.add_argument("--mixed", action="store_true", help="also the mixed-precision searches")
     parser.add_argument("--big", action="store_true", help="also graphkit on the 2.7 GB external-weights model")
     parser.add_argument("--atol", type=float, default=1e-3)

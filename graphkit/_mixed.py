@@ -250,57 +250,63 @@ class _Search:
         """Add to ``kept`` the fewest ranked nodes that bring the outputs within tolerance."""
         rank = {k: r for r, k in enumerate(candidates)}
         ranking = sorted((k for k in candidates if k not in kept),
-                         key=lambda k: (-self.local[k].relative if k in self.local else 0.0, rank[k]))
+                         key=lambda k: (-self._relative(k), rank[k]))
         base = set(kept)
-        n, _ = self._shortest_prefix(base, ranking)  # base + ranking[:n] passes, base + ranking[:n-1] does not
-        needed = [ranking[n - 1]]
-        failing = {ranking[n - 1]: self._trial(base | set(ranking[: n - 1]))}
-        rest, untested = ranking[: n - 1], []
-        # (the prefix may hold nodes the outputs do not need: drop them, within a budget of runs, as
-        # many as the ranking's search took; invariant: base + needed + rest passes)
-        stop = self.trial_runs + 2 * max(1, math.ceil(math.log2(len(candidates) + 1)))
-        while rest:
-            trial = self._trial(base | set(needed)) if self.trial_runs < stop else None
-            if trial is None:
-                untested = rest
-                break
+        n = self._shortest_prefix(base, ranking, self._gap(ranking))
+        # (the prefix may hold nodes the outputs do not need: each is tried away, least error first,
+        # within a budget of runs; a node whose removal leaves tolerance is needed)
+        chosen = ranking[:n]
+        needed: dict[int, _Trial] = {}
+        budget = self.trial_runs + 2 * max(1, math.ceil(math.log2(len(candidates) + 1)))
+        for k in reversed(ranking[:n]):
+            without = base | (set(chosen) - {k})
+            if frozenset(without) not in self.trials and self.trial_runs >= budget:
+                continue  # (not tried: it stays)
+            trial = self._trial(without)
             if trial.passed:
-                break
-            m, proven = self._shortest_prefix(base | set(needed), rest, stop=stop)
-            if not proven:
-                untested = rest[:m]
-                break
-            needed.append(rest[m - 1])
-            failing[rest[m - 1]] = self._trial(base | set(needed[:-1]) | set(rest[: m - 1]))
-            rest = rest[: m - 1]
-        for k in needed:
-            kept[k] = MixedNode(self._label(k), self.nodes[k].op_type, _NEEDED, *self._figures(k, failing[k]))
-        for k in untested:
-            kept[k] = MixedNode(self._label(k), self.nodes[k].op_type, _UNTESTED, *self._figures(k))
+                chosen.remove(k)
+            else:
+                needed[k] = trial
+        for k in chosen:
+            reason, failing = (_NEEDED, needed[k]) if k in needed else (_UNTESTED, None)
+            kept[k] = MixedNode(self._label(k), self.nodes[k].op_type, reason, *self._figures(k, failing))
 
-    def _shortest_prefix(self, base: set[int], ranking: list[int], *, stop: int | None = None) -> tuple[int, bool]:
+    def _relative(self, k: int) -> float:
+        local = self.local.get(k)
+        return 0.0 if local is None else local.relative
+
+    def _gap(self, ranking: list[int]) -> int:
+        """The size of the first prefix tried: the few nodes that stand out, when some do (a drop of the
+        own errors by 4x or more, a drop to zero included, within the first sqrt(nodes) of the
+        ranking); else 1. A culprit among exact nodes is then found in one run, not log2(nodes)."""
+        best, where = 4.0, 1
+        for i in range(min(len(ranking) - 1, math.isqrt(len(ranking)) + 1)):
+            high, low = self._relative(ranking[i]), self._relative(ranking[i + 1])
+            if high <= 0:
+                break
+            ratio = math.inf if low <= 0 else high / low
+            if ratio >= best:
+                best, where = ratio, i + 1
+        return where
+
+    def _shortest_prefix(self, base: set[int], ranking: list[int], first: int) -> int:
         """The smallest n >= 1 such that keeping ``base`` and ``ranking[:n]`` float32 passes (keeping all
-        of ``ranking`` passes; keeping only ``base`` fails): a galloping search from the top of the
-        ranking (1, 2, 4… nodes), then a bisection, so a short prefix costs about 2·log2(n) runs.
-        With ``stop`` (a count of trial runs), the search may end early at a passing prefix that is not
-        the shortest: (n, whether n is proven the shortest)."""
-        lo, hi, size = 0, len(ranking), 1
+        of ``ranking`` passes; keeping only ``base`` fails): a galloping search from ``first`` (first,
+        2·first, 4·first… nodes), then a bisection between the last prefix that failed and the first
+        that passed."""
+        lo, hi, size = 0, len(ranking), max(1, first)
         while size < hi:
-            if stop is not None and self.trial_runs >= stop:
-                return hi, False
             if self._trial(base | set(ranking[:size])).passed:
                 hi = size
                 break
             lo, size = size, size * 2
-        while hi - lo > 1:
-            if stop is not None and self.trial_runs >= stop:
-                return hi, False
+        while hi - lo > 1 and lo > 0:
             mid = (lo + hi) // 2
             if self._trial(base | set(ranking[:mid])).passed:
                 hi = mid
             else:
                 lo = mid
-        return hi, True
+        return hi
 
     def _result(self, kept_set: set[int], kept: Mapping[int, MixedNode], candidates: list[int], *,
                 passed: bool | None = None) -> MixedPrecision:
