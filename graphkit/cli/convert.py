@@ -169,10 +169,10 @@ def _figure(node: object) -> str:
     out = getattr(node, "output_max_abs", None)
     parts = []
     if local is not None:
-        parts.append(f"its own error {local:.3g}" + (f" ({relative:.2g} of its values, RMS)" if relative is not None
+        parts.append(f"its own error {local:.3g}" + (f", {relative:.2g} relative (RMS)" if relative is not None
                                                       and math.isfinite(relative) and math.isfinite(local) else ""))
     if out is not None:
-        parts.append(f"output error {out:.3g} with it in float16")
+        parts.append(f"output error {out:.3g} when it is float16")
     return f" ({'; '.join(parts)})" if parts else ""
 
 
