@@ -52,9 +52,10 @@ def _overflow(folder: Path) -> Path:
     return path
 
 
-def _chain(folder: Path, blocks: int = 80, lossy: tuple[int, ...] = (10, 40, 70)) -> Path:
-    """247 nodes: ``blocks`` Mul(2)-Mul(0.5)-Relu blocks float16 computes exactly and, after the blocks in
-    ``lossy``, ``t + 1000.3 - 1000`` (float16 holds 1000.3 as 1000.5): three Adds must stay float32.
+def _chain(folder: Path, blocks: int = 80, lossy: tuple[int, ...] = (10, 40, 70), name: str = "chain") -> Path:
+    """``blocks`` Mul(2)-Mul(0.5)-Relu blocks float16 computes exactly and, after the blocks in ``lossy``,
+    ``t + 1000.3 - 1000`` (float16 holds 1000.3 as 1000.5): those Adds must stay float32 (the default:
+    247 nodes, three Adds; ``chain_long``: 1,221 nodes, ten).
     Every node has its own weights, as exporters write them (onnxconverter-common's search fails on
     weights shared by a float16 and a float32 node)."""
     from onnx import TensorProto, helper
@@ -77,7 +78,7 @@ def _chain(folder: Path, blocks: int = 80, lossy: tuple[int, ...] = (10, 40, 70)
     nodes.append(helper.make_node("Identity", [t], ["y"], name="out"))
     graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 16])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 16])], weights)
-    path = folder / "chain.onnx"
+    path = folder / f"{name}.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
 
@@ -85,7 +86,8 @@ def _chain(folder: Path, blocks: int = 80, lossy: tuple[int, ...] = (10, 40, 70)
 def _models(names: list[str], folder: Path) -> list[Path]:
     found = {"transformer": BENCH_DIR / "transformer.onnx",
              "transformer_small": BENCH_DIR / "small" / "transformer.onnx", "overflow": _overflow(folder),
-             "chain": _chain(folder)}
+             "chain": _chain(folder),
+             "chain_long": _chain(folder, 400, tuple(range(20, 400, 40)), "chain_long")}
     found.update({p.stem: p for p in sorted(LIGHT.glob("light_*.onnx"))})
     if names == ["none"]:
         return []
@@ -116,7 +118,7 @@ def _job(name: str, function: str, model: Path, out: Path, **kwargs: object) -> 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="*", default=[],
-                        help="transformer, transformer_small (generate.py --small), overflow, chain, light_<name>, "
+                        help="transformer, transformer_small (generate.py --small), overflow, chain, chain_long, light_<name>, "
                              "or none")
     parser.add_argument("--mixed", action="store_true", help="also the mixed-precision searches")
     parser.add_argument("--big", action="store_true", help="also graphkit on the 2.7 GB external-weights model")

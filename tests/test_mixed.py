@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import fixture
+from conftest import LIGHT, fixture
 from onnx import TensorProto, helper
 from test_convert import overflow_model
 
@@ -146,3 +146,16 @@ def test_cli_auto_mixed_with_an_empty_output_name_is_a_clear_error(capsys: pytes
 
     assert main(["convert", str(fixture("whole_model.onnx")), "", "--float16", "--auto-mixed"]) == 2
     assert "names no file" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["squeezenet", "inception_v1", "shufflenet"])
+def test_light_models_keep_nothing_in_two_runs(name: str) -> None:
+    model = gk.load(LIGHT / f"light_{name}.onnx")
+    result = gk.auto_mixed_precision(model, keep_io_types=False)  # float16 inputs and outputs too
+    assert result.passed and result.kept == () and result.runs == result.trial_runs == 2
+    assert result.candidates > 100 and max(result.output_errors.values()) <= 1e-3
+    x = gk.make_feeds(model)
+    want, got = gk.run(model, x), gk.run(result.model, {k: v.astype(np.float16) for k, v in x.items()})
+    for name_, value in want.items():
+        np.testing.assert_allclose(got[name_].astype(np.float32), value, atol=1e-3, rtol=1e-2)
