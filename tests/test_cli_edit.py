@@ -317,6 +317,19 @@ def test_a_no_op_step_among_others_is_a_note(tmp_path: Path, capsys: pytest.Capt
     assert code == 2 and "none of the 2 steps changes anything" in capsys.readouterr().err
 
 
+def test_a_node_set_to_its_own_operator_is_a_no_op(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for options in (["--set-op-type", "Add=Add"], ["--set-op-type", "Add=ai.onnx::Add"], ["--replace-op", "Add=Add"]):
+        code, out = edit(tmp_path, "linear_func.onnx", *options)
+        err = capsys.readouterr().err
+        assert code == 2 and "changes nothing in" in err and "--allow-noop" in err and not out.exists()
+    code, out = edit(tmp_path, "linear_func.onnx", "--set-op-type", "Add=Add", "--set-op-type", "Add=Sub")
+    assert code == 0
+    assert "note: step 1 (set_op_type): set_op_type Add changes nothing" in capsys.readouterr().out
+    model = gk.load(out)
+    feeds = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=3))
+    np.testing.assert_allclose(gk.run(model, feeds)["output"], feeds["a"] * feeds["x"] - feeds["b"], rtol=1e-6)
+
+
 def _scaled_model(path: Path) -> None:
     b = gk.GraphBuilder("net")
     x = b.input("input", "float32", ["batch", 3, 2, 2])

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from conftest import ROOT, fixture
 
+import graphkit as gk
 from graphkit.cli import main
 
 
@@ -178,3 +179,37 @@ def test_saved_values_feed_a_sub_model_and_extra_keys_are_a_note(tmp_path: Path,
     assert main(["run", sub, "--input", str(ref), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["notes"] == [
         f"{ref}: 2 array(s) that are no input of {sub} were ignored ('input.1', 'output')"]
+
+
+def test_every_verb_taking_input_files_ignores_extra_npz_keys_with_a_note(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cut = "/convs1/convs1.2/Conv_output_0"
+    whole, sub = str(fixture("whole_model.onnx")), str(tmp_path / "sub.onnx")
+    ref = tmp_path / "ref.npz"
+    assert main(["run", whole, "--output", cut, "--output", "output", "--save", str(ref), "--opt-level", "disable"]) == 0
+    assert main(["extract", whole, sub, "--inputs", cut, "--outputs", "output"]) == 0
+    assert main(["split", sub, str(tmp_path / "chain"), "--parts", "2"]) == 0
+    bad = str(tmp_path / "bad.onnx")  # the last Conv's bias moved by 1: the outputs leave tolerance
+    np.save(tmp_path / "bias.npy", np.ones(3, np.float32))
+    assert main(["edit", sub, bad, "--set-initializer", f"convs4.1.bias={tmp_path / 'bias.npy'}"]) == 0
+    capsys.readouterr()
+    note = f"graphkit: note: {ref}: 2 array(s) that are no input of {{}} were ignored ('input.1', 'output')"
+    runs = [
+        (["compare", sub, "--reference", str(ref), "--input", str(ref)], 0, sub),
+        (["run-chain", str(tmp_path / "chain"), "--input", str(ref), "--save", str(tmp_path / "chain.npz")], 0,
+         "the chain"),
+        (["simplify", sub, str(tmp_path / "simple.onnx"), "--input", str(ref)], 0, sub),
+        (["convert", sub, str(tmp_path / "opset18.onnx"), "--opset", "18", "--input", str(ref)], 0, sub),
+        (["reduce", sub, str(tmp_path / "repro"), "--candidate", bad, "--fails-on", "compare", "--input", str(ref)],
+         0, sub),
+    ]
+    for argv, code, where in runs:
+        assert main(argv) == code, argv
+        assert note.format(where) in capsys.readouterr().err, argv
+    with np.load(ref) as expected, np.load(tmp_path / "chain.npz") as chained:
+        np.testing.assert_allclose(chained["output"], expected["output"], rtol=1e-5, atol=1e-6)
+    repro = gk.load(tmp_path / "repro" / "model.onnx")
+    assert [n.op_type for n in repro.graph.node if "convs4.1.bias" in n.input] == ["Conv"]
+    assert main(["compare", sub, "--reference", str(ref), "--input", str(ref), "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert notes[0] == note.format(sub).removeprefix("graphkit: note: ")

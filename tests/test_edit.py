@@ -785,6 +785,8 @@ def test_no_op_edits_return_the_input_model_itself() -> None:
     assert gk.cleanup(model) is model
     assert gk.apply_recipe(model, [{"op": "cleanup"}]) is model
     assert gk.set_op_type(model, model.graph.node[1].name, "Sub") is not model
+    assert gk.set_op_type(model, "Add", "Add") is model and gk.set_op_type(model, "Add", "Add", "ai.onnx") is model
+    assert gk.replace_op(model, "Add", "Add") is model
 
 
 _WITH_FUNCTION = """

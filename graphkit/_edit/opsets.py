@@ -58,10 +58,18 @@ def set_op_type(model: Model, /, node: str, op_type: str, domain: str | None = N
     target = _find_node(model, proto, node).node
     new_domain = _norm_domain(target.domain if domain is None else domain)
     _check_op_fits(proto, target, op_type, new_domain, keep_attributes=True)
-    target.op_type = op_type
-    target.domain = new_domain
+    _relabel(target, op_type, new_domain)
     _ensure_opset(proto, new_domain)
     return _finish(model, proto, check=check, what=f"set_op_type {node}", retype=True)
+
+
+def _relabel(node: onnx.NodeProto, op_type: str, domain: str) -> None:
+    """Give the node its new operator, leaving fields that already say so untouched (writing
+    ``domain=""`` onto a node that had no domain field would make a no-op look like a change)."""
+    if node.op_type != op_type:
+        node.op_type = op_type
+    if _norm_domain(node.domain) != domain:
+        node.domain = domain
 
 
 def _new_schema(proto: onnx.ModelProto, op_type: str, domain: str) -> onnx.defs.OpSchema:
@@ -198,8 +206,7 @@ def replace_op(model: Model, /, old_op: str, new_op_type: str = "Identity", *, n
         _keep_accepted(probe, schema)
         _check_op_fits(proto, probe, new_op_type, new_dom, keep_attributes=True)
     for node in targets:
-        node.op_type = new_op_type
-        node.domain = new_dom
+        _relabel(node, new_op_type, new_dom)
         _keep_accepted(node, schema)
     _ensure_opset(proto, new_dom)
     if domain and domain not in {_norm_domain(n.domain) for n in _every_node(proto)}:

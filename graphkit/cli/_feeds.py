@@ -14,11 +14,13 @@ import numpy as np
 from graphkit._feeds import load_feeds, parse_named, parse_range, parse_shape, resolve_feeds
 from graphkit._numbers import MAX_THREADS_PER_CORE, max_threads, parse_int
 from graphkit._options import FeedOptions, Tolerance
+from graphkit.cli import _render
 from graphkit.cli._args import whole
 from graphkit.cli._custom import add_custom_op_options
 from graphkit.errors import TensorNotFoundError, UsageError, not_found
 
-__all__ = ["FeedArgs", "add_feed_options", "add_runtime_options", "feed_args", "ms", "provider_options", "tolerance"]
+__all__ = ["FeedArgs", "add_feed_options", "add_runtime_options", "feed_args", "ms", "provider_options", "show_notes",
+           "tolerance"]
 
 
 def add_feed_options(parser: argparse.ArgumentParser) -> None:
@@ -124,6 +126,13 @@ def feed_args(args: argparse.Namespace, input_names: Sequence[str], where: str,
         dims[name] = parse_int(value, what=f"--dim {text!r}", hint="e.g. --dim batch=4")
     paths = tuple(sorted({f.path for f in files}))
     return FeedArgs(feeds, shapes, ranges, dims, paths, args.seed, tuple(notes))
+
+
+def show_notes(parsed: FeedArgs) -> None:
+    """Tell what the feed files held that no input took (the keys of an .npz that ``run --save`` wrote for
+    the whole model, fed to a sub-model), before the verb runs."""
+    for line in parsed.notes:
+        _render.note(line)
 
 
 def _parse_value(text: str, input_names: Sequence[str]) -> tuple[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from graphkit._progress import Progress
 
-__all__ = ["add_progress_option", "capped", "error", "human_bytes", "json_out", "more", "progress", "progress_done",
+__all__ = ["add_progress_option", "capped", "error", "human_bytes", "json_out", "more", "note", "progress", "progress_done",
            "shorten", "table", "text", "warn"]
 
 
@@ -30,6 +30,12 @@ def warn(message: str) -> None:
         tqdm.write(line, file=sys.stderr)
     else:
         sys.stderr.write(line + "\n")
+
+
+def note(message: str) -> None:
+    """Print ``graphkit: note: …`` to standard error (beside a --json document, which stays alone on stdout)."""
+    sys.stderr.write(f"graphkit: note: {message}\n")
+    sys.stderr.flush()
 
 
 def error(message: str, *, hint: str | None) -> None:

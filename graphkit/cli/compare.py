@@ -37,6 +37,7 @@ from graphkit.cli._feeds import (
     add_runtime_options,
     feed_args,
     provider_options,
+    show_notes,
 )
 from graphkit.cli.reduce import render_reduction
 from graphkit.cli.run import render_feeds, render_finite
@@ -137,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
         plotly_modules()  # (a missing extra is an error before the comparison runs, not after)
         plan.write(args.html, "the HTML report")
     plan.check()
+    show_notes(parsed)
     result = compare(
         model, other, reference=args.reference, backend=args.backend, candidate_backend=args.candidate_backend,
         feeds=parsed.feeds, feed_options=parsed.options(), tolerance=Tolerance(atol, rtol), tolerances=per_tensor,
@@ -150,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
     )
     _render.progress_done()
     data = result.to_dict()
+    data["notes"] = [*parsed.notes, *data["notes"]]
     candidate = other if other is not None else model
     if args.html:
         with plan.output(args.html) as tmp:

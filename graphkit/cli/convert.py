@@ -41,7 +41,7 @@ from graphkit._run import run as run_model
 from graphkit._validate import check_or_raise
 from graphkit.cli import _common, _render
 from graphkit.cli._args import number, whole
-from graphkit.cli._feeds import add_feed_options, feed_args, tolerance
+from graphkit.cli._feeds import add_feed_options, feed_args, show_notes, tolerance
 from graphkit.errors import RuntimeFailure, UsageError
 
 
@@ -130,6 +130,7 @@ def _run_mixed(args: argparse.Namespace) -> int:
     recipe = args.save_recipe or str(Path(args.output).with_suffix(".recipe.yaml"))
     plan.write(recipe, "the recipe")
     plan.check()
+    show_notes(parsed)
     result = auto_mixed_precision(model, tolerance=tol, feeds=parsed.feeds, feed_options=parsed.options(),
                                   keep_io_types=args.keep_io_types, keep_op=args.keep_op, keep_node=args.keep_node,
                                   progress=_render.progress("convert", enabled=args.progress, unit="runs"))
@@ -181,6 +182,7 @@ def _run_opset(args: argparse.Namespace) -> int:
     parsed = feed_args(args, [spec.name for spec in input_specs(model)], model.name)
     plan = _common.plan(args, model, output=args.output, reads=[(path, "a feed file") for path in parsed.files])
     plan.check()
+    show_notes(parsed)
     report = convert_opset_with_report(model, args.opset)
     check_or_raise(report.model, what=f"the model for {args.output}")
     worst = _same_outputs(model, report.model, parsed.feeds, parsed.options())

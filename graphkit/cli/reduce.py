@@ -24,6 +24,7 @@ from graphkit.cli._feeds import (
     add_runtime_options,
     feed_args,
     provider_options,
+    show_notes,
 )
 
 
@@ -58,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     plan = _common.plan(args, model, other, reads=[*((p, "a feed file") for p in parsed.files), *custom_op_reads(args)])
     plan.write_folder(args.outdir, "the repro folder")
     plan.check()
+    show_notes(parsed)
     result = reduce(model, other, fails_on=args.fails_on, feeds=parsed.feeds, feed_options=parsed.options(),
                     backend=args.backend, candidate_backend=args.candidate_backend,
                     tolerance=Tolerance(args.atol, args.rtol), provider=args.provider,

@@ -21,6 +21,7 @@ from graphkit.cli._feeds import (
     feed_args,
     ms,
     provider_options,
+    show_notes,
     tolerance,
 )
 from graphkit.cli._render import human_bytes
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         reference, why = _common.load(args.source), f"compared with {args.source}"
     elif args.compare:
         reference, why = chain.find_source()
-    parsed = feed_args(args, [p.name for p in chain.inputs], "the chain's inputs",
+    parsed = feed_args(args, [p.name for p in chain.inputs], "the chain",
                        {p.name: np.dtype(p.dtype) for p in chain.inputs})
     plan = _common.plan(args, reference, *(f.model for f in chain), reads=[
         (chain.folder / MANIFEST if chain.folder is not None else None, "the split manifest"),
@@ -59,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if args.save:
         plan.write(npz_path(args.save), "the saved values")
     plan.check()
+    show_notes(parsed)
     result = run_chain(
         chain, parsed.feeds, reference=reference, feed_options=parsed.options(),
         tolerance=tolerance(args.atol, args.rtol), provider=args.provider, opt_level=args.opt_level,

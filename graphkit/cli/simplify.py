@@ -21,7 +21,7 @@ from graphkit._run import input_specs
 from graphkit._simplify import DEFAULT_MAX_BYTES, PASSES, Simplification, simplify_with_report
 from graphkit.cli import _common, _render
 from graphkit.cli._args import number, whole
-from graphkit.cli._feeds import add_feed_options, feed_args
+from graphkit.cli._feeds import add_feed_options, feed_args, show_notes
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -50,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
     plan = _common.plan(args, model, output=args.output,
                         reads=[(path, "a feed file") for path in (parsed.files if parsed else ())])
     plan.check()
+    if parsed is not None:
+        show_notes(parsed)
     report = simplify_with_report(model, max_bytes=args.max_bytes, check=args.check,
                                   passes=[p for p in PASSES if p not in args.skip],
                                   progress=_render.progress("simplify", enabled=args.progress, unit="passes"))
