@@ -35,7 +35,7 @@ from onnx import numpy_helper
 from graphkit import _check_args as argcheck
 from graphkit import _ort
 from graphkit._build import dtype_to_onnx
-from graphkit._edit._common import _noop_returns_input
+from graphkit._edit._common import _noop_returns_input, _refuse_function_tensor
 from graphkit._graph import subgraphs, toposort_proto
 from graphkit._io import external_ref
 from graphkit._model import Model, borrowed_path, is_borrowed, is_external, iter_tensors, unborrow
@@ -1187,6 +1187,7 @@ def set_dtype(model: Model, /, tensor: str, dtype: str) -> Model:
     inputs = {v.name: v for v in graph.input}
     outputs = {v.name: v for v in graph.output}
     if name not in inputs and name not in outputs:
+        _refuse_function_tensor(model, model.lazy_proto, name, "set_dtype")
         err = not_found(TensorNotFoundError, "graph input or output", name, [*inputs, *outputs], where=model.name)
         raise TensorNotFoundError(err.message, hint=err.hint + "; set_dtype changes graph inputs and outputs"
                                   if err.hint else "set_dtype changes graph inputs and outputs; see inspect")

@@ -484,6 +484,17 @@ class _Names:
         self.function_tensors = {f.name: {*f.input, *f.output, *(o for n in f.node for o in n.output)}
                                  for f in proto.functions}
 
+    def has_tensor(self, name: str) -> bool:
+        if name in self.tensors:
+            return True
+        function, sep, inner = name.partition("/")
+        return bool(sep) and inner in self.function_tensors.get(function, ())
+
+    def tensor_pool(self) -> list[str]:
+        """Every tensor name, a function's as FUNCTION/TENSOR (for did-you-mean)."""
+        inside = [f"{f}/{t}" for f, names in self.function_tensors.items() for t in names if t]
+        return [*sorted(self.tensors), *sorted(inside)]
+
     def has_node(self, name: str) -> bool:
         if name in self.nodes or _POSITIONAL.match(name):
             return True
@@ -495,7 +506,11 @@ class _Names:
         """Add the names step ``op`` may create."""
         if op in ("rename_tensor", "constant_to_input", "initializer_to_input") and args.get(
                 "new" if op == "rename_tensor" else "input_name"):
-            self.tensors.add(str(args["new" if op == "rename_tensor" else "input_name"]))
+            new = str(args["new" if op == "rename_tensor" else "input_name"])
+            function, sep, _ = str(args.get("old", "")).partition("/")
+            self.tensors.add(new)
+            if op == "rename_tensor" and sep and function in self.function_tensors:
+                self.tensors.add(f"{function}/{new.removeprefix(function + '/')}")
         elif op == "rename_node":
             self.nodes.add(str(args["new"]))
         elif op == "insert_node":
@@ -550,9 +565,9 @@ def check_step_names(model: Model, steps: Sequence[Step], prepared: Sequence[Map
             for name in wanted:
                 if not name:
                     continue
-                known = names.has_node(name) if kind == "node" else name in names.tensors
+                known = names.has_node(name) if kind == "node" else names.has_tensor(name)
                 if not known:
-                    pool = names.nodes if kind == "node" else names.tensors
+                    pool = names.nodes if kind == "node" else names.tensor_pool()
                     error = not_found(NodeNotFoundError if kind == "node" else TensorNotFoundError, kind, name,
                                       sorted(pool), where=model.name)
                     raise type(error)(f"step {i} ({step.op}): {error.message} (checked before any step ran)",

@@ -330,6 +330,36 @@ def test_a_node_set_to_its_own_operator_is_a_no_op(tmp_path: Path, capsys: pytes
     np.testing.assert_allclose(gk.run(model, feeds)["output"], feeds["a"] * feeds["x"] - feeds["b"], rtol=1e-6)
 
 
+def test_tensors_and_nodes_inside_a_local_function_from_the_command_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "func.onnx"
+    gk.save(gk.parse_model("""
+        <ir_version: 8, opset_import: ["" : 17, "local" : 1]>
+        g (float[4] x) => (float[4] y) {
+            t = local.Block(x)
+            y = Relu(t)
+        }
+        <domain: "local", opset_import: ["" : 17]>
+        Block (a) => (b) {
+            two = Constant<value = float[1] {2.0}>()
+            scaled = Mul(a, two)
+            b = LeakyRelu<alpha = 0.5>(scaled)
+        }"""), source)
+    np.save(tmp_path / "one.npy", np.ones(1, np.float32))
+    out = tmp_path / "out.onnx"
+    assert main(["edit", str(source), str(out), "--insert-after", "Block/scaled=Sub", "--operand", str(tmp_path / "one.npy"),
+                 "--set-initializer", "Block/two=[3.0]", "--remove-attr", "Block/LeakyRelu#0.alpha",
+                 "--set-op-type", "Block/LeakyRelu#0=Neg",
+                 "--rename", "Block/scaled=tripled"]) == 0
+    x = np.array([-2.0, -1.0, 1.0, 2.0], np.float32)
+    np.testing.assert_allclose(gk.run(gk.load(out), {"x": x})["y"], np.maximum(-(3 * x - 1), 0))
+    capsys.readouterr()
+    assert main(["edit", str(source), str(out), "--fixed", "Block/a:0=4"]) == 2
+    err = capsys.readouterr().err
+    assert "'Block/a' is tensor 'a' of local function 'Block'" in err
+    assert "hint: inside a function, --rename, --insert-after and --set-initializer" in err and "rename_tensor" not in err
+
+
 def _scaled_model(path: Path) -> None:
     b = gk.GraphBuilder("net")
     x = b.input("input", "float32", ["batch", 3, 2, 2])

@@ -823,6 +823,80 @@ def test_nodes_inside_local_functions_are_addressable() -> None:
     assert "no node of function 'Block' named 'kep'" in str(unknown.value)
 
 
+_FUNCTION_WITH_CONSTANT = """
+<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
+g (float[4] x) => (float[4] y) {
+    t = local.Block(x)
+    y = Relu(t)
+}
+<domain: "local", opset_import: ["" : 17]>
+Block (a) => (b) {
+    two = Constant<value = float[1] {2.0}>()
+    scaled = Mul(a, two)
+    kept = Identity(scaled)
+    spare = Neg(a)
+    b = LeakyRelu<alpha = 0.5>(kept)
+}
+"""
+
+
+def test_every_node_edit_reaches_a_local_functions_nodes() -> None:
+    model = gk.parse_model(_FUNCTION_WITH_CONSTANT)
+    x = np.array([-2.0, -1.0, 1.0, 2.0], np.float32)
+    np.testing.assert_allclose(gk.run(model, {"x": x})["y"], [0, 0, 2, 4])
+    renamed = gk.rename_node(model, "Block/Neg#0", "spare_neg")
+    assert [n.name for n in renamed.proto.functions[0].node] == ["", "", "", "spare_neg", ""]
+    removed = gk.remove_node(renamed, "Block/spare_neg")
+    assert [n.op_type for n in removed.proto.functions[0].node] == ["Constant", "Mul", "Identity", "LeakyRelu"]
+    default_alpha = gk.remove_attribute(removed, "local::Block/#3", "alpha")  # LeakyRelu's default alpha, 0.01
+    np.testing.assert_allclose(gk.run(default_alpha, {"x": x})["y"], [0, 0, 2, 4])
+    leaky = gk.set_op_type(default_alpha, "Block/LeakyRelu#0", "Neg")
+    np.testing.assert_allclose(gk.run(leaky, {"x": x})["y"], [4, 2, 0, 0])
+    with pytest.raises(gk.EditError) as err:
+        gk.remove_node(model, "Block/Mul#0", downstream=True)
+    assert "would remove an output of function 'Block'" in str(err.value)
+    with pytest.raises(gk.EditError) as taken:
+        gk.rename_node(renamed, "Block/#0", "spare_neg")
+    assert "'spare_neg' is already used" in str(taken.value)
+    assert model.proto.functions[0].node[3].name == ""  # (the input is unchanged)
+
+
+def test_tensor_edits_inside_a_local_function_work_or_say_what_does() -> None:
+    model = gk.parse_model(_FUNCTION_WITH_CONSTANT)
+    x = np.array([-2.0, -1.0, 1.0, 2.0], np.float32)
+    held = gk.rename_tensor(model, "Block/kept", "held")
+    assert [list(n.output) for n in held.proto.functions[0].node][2] == ["held"]
+    assert list(held.proto.functions[0].node[4].input) == ["held"]
+    formal = gk.rename_tensor(model, "Block/a", "Block/inp")
+    assert list(formal.proto.functions[0].input) == ["inp"]
+    for renamed in (held, formal):
+        np.testing.assert_allclose(gk.run(renamed, {"x": x})["y"], [0, 0, 2, 4])
+    minus_one = gk.insert_node(model, "Block/kept", "Sub", inputs=[np.array([1.0], np.float32)])
+    np.testing.assert_allclose(gk.run(minus_one, {"x": x})["y"], [0, 0, 1, 3])
+    negated = gk.insert_node(model, "Block/b", "Neg")  # (the function's output keeps its name)
+    assert list(negated.proto.functions[0].output) == ["b"] and negated.proto.functions[0].node[-1].op_type == "Neg"
+    np.testing.assert_allclose(gk.run(negated, {"x": x})["y"], [2, 1, 0, 0])
+    three = gk.set_initializer(model, "Block/two", [3.0])
+    np.testing.assert_allclose(gk.run(three, {"x": x})["y"], [0, 0, 3, 6])
+    with pytest.raises(gk.EditError) as untyped:
+        gk.insert_node(model, "Block/kept", "Sub", inputs=[1.0])
+    assert "cannot tell the dtype of 'kept'" in str(untyped.value) and "numpy.array" in (untyped.value.hint or "")
+    refused = [lambda: gk.set_dims(model, "Block/kept", {0: 4}), lambda: gk.add_output(model, "Block/kept"),
+               lambda: gk.remove_output(model, "Block/b"), lambda: gk.set_dtype(model, "Block/a", "float16"),
+               lambda: gk.constant_to_input(model, "Block/two"), lambda: gk.initializer_to_input(model, "Block/two"),
+               lambda: gk.input_to_initializer(model, "Block/a", [1.0])]
+    for edit in refused:
+        with pytest.raises(gk.EditError) as err:
+            edit()
+        assert "of local function 'Block' in model 'g'" in str(err.value)
+        assert "rename_tensor, insert_node and set_initializer" in (err.value.hint or "")
+        assert "--rename, --insert-after and --set-initializer" in (err.value.cli_hint or "")
+    with pytest.raises(gk.TensorNotFoundError) as unknown:
+        gk.rename_tensor(model, "Block/kep", "k")
+    assert "did you mean 'Block/kept'" in (unknown.value.hint or "")
+    assert model.proto.functions[0].input[0] == "a"  # (the input is unchanged)
+
+
 def test_nodes_by_operator_and_position() -> None:
     model = load("whole_model.onnx")
     result = gk.rename_node(model, "Conv#4", "fifth_conv")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec
 
@@ -14,7 +13,7 @@ import onnx
 from onnx import helper
 
 from graphkit import _check_args as argcheck
-from graphkit._edit._addressing import _function_graph, _position_in
+from graphkit._edit._addressing import _Found, _function_graph, _position_in, _refuse_function_tensor
 from graphkit._graph import GraphIndex, graph_tensor_names, node_label, subgraphs
 from graphkit._infer import refresh_types
 from graphkit._model import Model, iter_graphs
@@ -33,31 +32,6 @@ log = logging.getLogger(__name__)
 
 Dim = int | str | None
 STANDARD_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training"}
-
-
-@dataclass(frozen=True)
-class _Found:
-    """A node located in some graph of a model, or in a local function.
-
-    For a function's node, ``graph`` is a graph holding copies of the function's nodes (what the
-    graph-level edits walk) and ``node`` the function's node itself; an edit that changes ``graph``
-    calls ``write_back`` before it finishes.
-    """
-
-    graph: onnx.GraphProto
-    index: int
-    where: str
-    function: onnx.FunctionProto | None = None
-
-    @property
-    def node(self) -> onnx.NodeProto:
-        return (self.function or self.graph).node[self.index]
-
-    def write_back(self) -> None:
-        """Put the edited copies of a function's nodes back into the function (a graph's: nothing to do)."""
-        if self.function is not None:
-            del self.function.node[:]
-            self.function.node.extend(self.graph.node)
 
 
 def _all_node_names(proto: onnx.ModelProto) -> list[str]:
@@ -101,18 +75,24 @@ def _find_node(model: Model, proto: onnx.ModelProto, name: str) -> _Found:
     raise not_found(NodeNotFoundError, "node", name, candidates, where=model.name)
 
 
-def _find_scope(model: Model, proto: onnx.ModelProto, tensor: str) -> tuple[onnx.GraphProto, str]:
+def _find_scope(model: Model, proto: onnx.ModelProto, tensor: str, *, what: str = "this edit"
+                ) -> tuple[onnx.GraphProto, str]:
     """The graph that defines ``tensor`` (the main graph first).
 
     Raises:
         TensorNotFoundError: No graph defines it (with did-you-mean).
-        EditError: Several subgraphs define it and the main graph does not.
+        EditError: Several subgraphs define it and the main graph does not; it names a local function's
+            tensor (``what``, the edit, does not reach those).
     """
     if tensor in GraphIndex(proto.graph).defined:
         return proto.graph, "main graph"
     hits = [(g, where) for g, where in iter_graphs(proto.graph) if tensor in GraphIndex(g).defined]
     if not hits:
-        raise not_found(TensorNotFoundError, "tensor", tensor, sorted(graph_tensor_names(proto.graph)), where=model.name)
+        _refuse_function_tensor(model, proto, tensor, what)
+        inside = [f"{f.name}/{t}" for f in proto.functions
+                  for t in sorted({*f.input, *f.output, *(o for n in f.node for o in n.output)} - {""})]
+        raise not_found(TensorNotFoundError, "tensor", tensor, [*sorted(graph_tensor_names(proto.graph)), *inside],
+                        where=model.name)
     if len(hits) > 1:
         raise EditError(f"tensor {tensor!r} is defined in {len(hits)} subgraphs of {model.name}: "
                         + "; ".join(w for _, w in hits), hint="these are different tensors; edit the model with "
@@ -120,20 +100,23 @@ def _find_scope(model: Model, proto: onnx.ModelProto, tensor: str) -> tuple[onnx
     return hits[0]
 
 
-def _main_input(model: Model, proto: onnx.ModelProto, name: str) -> onnx.ValueInfoProto:
+def _main_input(model: Model, proto: onnx.ModelProto, name: str, *, what: str = "this edit") -> onnx.ValueInfoProto:
     inits = {t.name for t in proto.graph.initializer}
     inputs = [i for i in proto.graph.input if i.name not in inits]
     for value in inputs:
         if value.name == name:
             return value
+    _refuse_function_tensor(model, proto, name, what)
     raise not_found(TensorNotFoundError, "graph input", name, [i.name for i in inputs], where=model.name)
 
 
-def _initializer(model: Model, graph: onnx.GraphProto, name: str) -> onnx.TensorProto:
-    for tensor in graph.initializer:
+def _initializer(model: Model, proto: onnx.ModelProto, name: str, *, what: str = "this edit") -> onnx.TensorProto:
+    for tensor in proto.graph.initializer:
         if tensor.name == name:
             return tensor
-    raise not_found(TensorNotFoundError, "initializer", name, [t.name for t in graph.initializer], where=model.name)
+    _refuse_function_tensor(model, proto, name, what)
+    raise not_found(TensorNotFoundError, "initializer", name, [t.name for t in proto.graph.initializer],
+                    where=model.name)
 
 
 def _split_op(op: str) -> tuple[str, str]:

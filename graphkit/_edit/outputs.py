@@ -7,7 +7,7 @@ exposed; both are recipe steps and ``edit`` options.
 from __future__ import annotations
 
 from graphkit import _check_args as argcheck
-from graphkit._edit._common import _finish, _noop_returns_input
+from graphkit._edit._common import _finish, _noop_returns_input, _refuse_function_tensor
 from graphkit._edit.cleaning import _prune
 from graphkit._extract import expose
 from graphkit._model import Model
@@ -30,6 +30,7 @@ def add_output(model: Model, /, tensor: str, *, check: bool = True) -> Model:
     argcheck.boolean(check, "check")
     if name in {o.name for o in model.lazy_proto.graph.output}:
         raise NoChangeError(f"{name!r} is already a graph output of {model.name}", hint="drop this edit")
+    _refuse_function_tensor(model, model.lazy_proto, name, "add_output")
     result = expose(model, [name], check=False)
     return _finish(model, result.lazy_proto, check=check, what=f"add_output {name}")
 
@@ -50,6 +51,7 @@ def remove_output(model: Model, /, tensor: str, *, check: bool = True) -> Model:
     graph = proto.graph
     outputs = [o.name for o in graph.output]
     if name not in outputs:
+        _refuse_function_tensor(model, proto, name, "remove_output")
         raise not_found(TensorNotFoundError, "graph output", name, outputs, where=model.name)
     if len(outputs) == 1:
         raise EditError(f"{name!r} is the only graph output of {model.name}; a model needs one",

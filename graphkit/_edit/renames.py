@@ -19,6 +19,7 @@ from typing import Literal
 import onnx
 
 from graphkit import _check_args as argcheck
+from graphkit._edit._addressing import _Found, _function_tensor
 from graphkit._edit._common import (
     _all_node_names,
     _check_new_tensor_name,
@@ -51,11 +52,31 @@ def rename_tensor(model: Model, /, old: str, new: str, *, check: bool = True) ->
     argcheck.name(new, "new", what="tensor name", empty=True)
     argcheck.boolean(check, "check")
     proto = model.copy().lazy_proto
-    scope, _ = _find_scope(model, proto, old)
+    inside = _function_tensor(model, proto, old)
+    if inside is not None:
+        return _rename_in_function(model, proto, inside, old, new, check=check)
+    scope, _ = _find_scope(model, proto, old, what="rename_tensor")
     if new == old:
         raise NoChangeError(f"tensor {old!r} already has that name", hint="give a different new name")
     _check_new_tensor_name(proto, new)
     _rename_scope(scope, {old: new})
+    return _finish(model, proto, check=check, what=f"rename_tensor {old} -> {new}")
+
+
+def _rename_in_function(model: Model, proto: onnx.ModelProto, inside: _Found, old: str, new: str, *,
+                        check: bool) -> Model:
+    """``old`` is ``FUNCTION/TENSOR``: rename the tensor inside that function (its formal inputs and
+    outputs included; callers bind them by position). ``new`` is the name inside the function, with or
+    without the same ``FUNCTION/`` before it."""
+    function, inner = old.partition("/")[::2]
+    new = new.removeprefix(f"{function}/")
+    if new == inner:
+        raise NoChangeError(f"tensor {old!r} already has that name", hint="give a different new name")
+    if not new or new in graph_tensor_names(inside.graph):
+        raise EditError(f"tensor name {new!r} is {'empty' if not new else 'already used'} in {inside.where}",
+                        hint="choose a name no tensor of the function has")
+    _rename_scope(inside.graph, {inner: new})
+    inside.write_back()
     return _finish(model, proto, check=check, what=f"rename_tensor {old} -> {new}")
 
 
@@ -72,10 +93,12 @@ def rename_node(model: Model, /, old: str, new: str, *, check: bool = True) -> M
     argcheck.name(new, "new", what="node name", empty=True)
     argcheck.boolean(check, "check")
     proto = model.copy().lazy_proto
-    target = _find_node(model, proto, old).node
+    found = _find_node(model, proto, old)
+    target = found.node
     if new == target.name:
         raise NoChangeError(f"node {old!r} already has that name", hint="give a different new name")
-    if not new or new in _all_node_names(proto):
+    taken = _all_node_names(proto) if found.function is None else [n.name for n in found.function.node]
+    if not new or new in taken:
         raise EditError(f"node name {new!r} is {'empty' if not new else 'already used'}",
                         hint="choose a name no other node has")
     target.name = new

@@ -9,7 +9,7 @@ from typing import Any
 import onnx
 
 from graphkit import _check_args as argcheck
-from graphkit._edit._common import Dim, _declared_shape, _finish, _noop_returns_input
+from graphkit._edit._common import Dim, _declared_shape, _finish, _noop_returns_input, _refuse_function_tensor
 from graphkit._edit.dynamic import make_dims_run
 from graphkit._model import Model
 from graphkit.errors import (
@@ -168,6 +168,7 @@ def _io_value(model: Model, proto: onnx.ModelProto, name: str) -> onnx.ValueInfo
     for value in values:
         if value.name == name:
             return value
+    _refuse_function_tensor(model, proto, name, "set_dims")
     raise not_found(TensorNotFoundError, "graph input or output", name, [v.name for v in values], where=model.name)
 
 

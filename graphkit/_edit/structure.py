@@ -10,6 +10,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from graphkit import _check_args as argcheck
+from graphkit._edit._addressing import _function_tensor
 from graphkit._edit._common import (
     _all_node_names,
     _attribute_key,
@@ -180,7 +181,8 @@ def remove_node(model: Model, /, node: str, *, downstream: bool = False, check: 
     outputs = [o for o in graph.output if o.name not in lost]
     if len(outputs) != len(graph.output) and (graph is not proto.graph or not outputs):
         raise EditError(f"removing {label} and its readers would remove "
-                        + ("every graph output" if not outputs else "an output of a subgraph body"),
+                        + (f"an output of {found.where}" if found.function is not None else
+                           "every graph output" if not outputs else "an output of a subgraph body"),
                         hint="remove a node further downstream, or bypass this one")
     _prune(graph, doomed, index=index)
     del graph.output[:]
@@ -226,14 +228,23 @@ def insert_node(model: Model, /, after: str, op_type: str, *,
     argcheck.name(domain, "domain", what="domain", empty=True)
     argcheck.boolean(check, "check")
     proto = model.copy().lazy_proto
-    graph, _ = _find_scope(model, proto, after)
-    taken = graph_tensor_names(proto.graph)
-    node_name = name or _fresh(f"{after}/{op_type}", set(_all_node_names(proto)))
-    if node_name in _all_node_names(proto):
+    inside = _function_tensor(model, proto, after)  # FUNCTION/TENSOR: insert inside a local function
+    if inside is not None:
+        graph, after = inside.graph, after.partition("/")[2]
+        taken, node_names = graph_tensor_names(graph), {n.name for n in graph.node if n.name}
+    else:
+        graph = _find_scope(model, proto, after, what="insert_node")[0]
+        taken, node_names = graph_tensor_names(proto.graph), set(_all_node_names(proto))
+    node_name = name or _fresh(f"{after}/{op_type}", node_names)
+    if node_name in node_names:
         raise EditError(f"node name {node_name!r} is already used", hint="choose another name")
     new_out = output or _fresh(f"{after}/{op_type}_output", taken)
-    _check_new_tensor_name(proto, new_out)
-    extra = _resolve_inputs(model, proto, graph, node_name, inputs, after)
+    if inside is None:
+        _check_new_tensor_name(proto, new_out)
+    elif new_out in taken:
+        raise EditError(f"tensor name {new_out!r} is already used in {inside.where}",
+                        hint="choose a name no tensor of the function has")
+    extra = _resolve_inputs(model, proto, graph, node_name, inputs, after, taken, constants=inside is not None)
     new_domain = _norm_domain(domain)
     node = helper.make_node(op_type, [after, *extra], [new_out], name=node_name, domain=new_domain or None)
     for key, value in (attributes or {}).items():
@@ -252,6 +263,8 @@ def insert_node(model: Model, /, after: str, op_type: str, *,
     else:
         _rename_scope(graph, {after: new_out}, defs=False)
     graph.node.insert(position, node)
+    if inside is not None:
+        inside.write_back()
     _ensure_opset(proto, new_domain)
     if is_output and graph is proto.graph:
         _retype_output(model, proto, after)
@@ -283,9 +296,11 @@ def _rename_definition(graph: onnx.GraphProto, old: str, new: str) -> None:
 
 
 def _resolve_inputs(model: Model, proto: onnx.ModelProto, graph: onnx.GraphProto, node_name: str,
-                    inputs: Sequence[Any], after: str) -> list[str]:
+                    inputs: Sequence[Any], after: str, visible: set[str], *, constants: bool) -> list[str]:
+    """The names the inserted node reads after ``after``: existing tensors, or new initializers (Constant
+    nodes with ``constants``: a local function has no initializers) holding the values given."""
     names: list[str] = []
-    visible = graph_tensor_names(proto.graph)
+    visible = set(visible)
     for i, item in enumerate(inputs):
         if isinstance(item, str):
             if item and item not in visible:
@@ -295,7 +310,11 @@ def _resolve_inputs(model: Model, proto: onnx.ModelProto, graph: onnx.GraphProto
         array = item if isinstance(item, np.ndarray) else _constant_like(model, proto, graph, after, item, i)
         init_name = _fresh(f"{node_name}/input_{i + 1}", visible)
         visible.add(init_name)
-        graph.initializer.append(numpy_helper.from_array(np.asarray(array), init_name))
+        value = numpy_helper.from_array(np.asarray(array), init_name)
+        if constants:
+            graph.node.insert(0, helper.make_node("Constant", [], [init_name], name=init_name, value=value))
+        else:
+            graph.initializer.append(value)
         names.append(init_name)
     return names
 

@@ -10,6 +10,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from graphkit import _check_args as argcheck
+from graphkit._edit._addressing import _function_tensor
 from graphkit._edit._common import (
     _A,
     Dim,
@@ -21,6 +22,7 @@ from graphkit._edit._common import (
     _initializer,
     _main_input,
     _noop_returns_input,
+    _refuse_function_tensor,
     _rename_scope,
 )
 from graphkit._graph import node_label
@@ -55,12 +57,15 @@ def set_initializer(model: Model, /, tensor: str, value: Any, *, allow_reshape: 
     argcheck.boolean(allow_reshape, "allow_reshape")
     argcheck.boolean(check, "check")
     proto = model.copy().lazy_proto
-    graph, _ = _find_scope(model, proto, name)
-    current = _constant_tensor(model, graph, name)
+    inside = _function_tensor(model, proto, name)  # a Constant inside a local function: FUNCTION/TENSOR
+    graph = inside.graph if inside is not None else _find_scope(model, proto, name, what="set_initializer")[0]
+    current = _constant_tensor(model, graph, name.partition("/")[2] if inside is not None else name)
     array = _as_value(value, current, f"initializer {name!r}", allow_reshape=allow_reshape)
     new = numpy_helper.from_array(array, current.name)
     current.Clear()
     current.CopyFrom(new)
+    if inside is not None:
+        inside.write_back()
     return _finish(model, proto, check=check, what=f"set_initializer {name}", retype=True)
 
 
@@ -136,7 +141,7 @@ def initializer_to_input(model: Model, /, tensor: str, input_name: str | None = 
     proto = model.copy().lazy_proto
     if name not in {t.name for t in proto.graph.initializer}:
         _hint_constant(model, proto, name, "initializer_to_input", "constant_to_input")
-    tensor = _initializer(model, proto.graph, name)
+    tensor = _initializer(model, proto, name, what="initializer_to_input")
     final = input_name or name
     if input_name and input_name != name:
         _check_new_tensor_name(proto, input_name)
@@ -186,6 +191,7 @@ def constant_to_input(model: Model, /, tensor: str, input_name: str | None = Non
     tensor_name = by_node.get(name, name)
     if tensor_name not in constants:
         _hint_constant(model, proto, name, "constant_to_input", "initializer_to_input")
+        _refuse_function_tensor(model, proto, name, "constant_to_input")
         raise not_found(TensorNotFoundError, "Constant output", name, [*constants, *by_node], where=model.name)
     node = graph.node[constants[tensor_name]]
     elem, dims = _constant_signature(node)
@@ -231,7 +237,7 @@ def input_to_initializer(model: Model, /, tensor: str, value: Any, *, check: boo
     name = argcheck.name(tensor, "tensor", what="input name")
     argcheck.boolean(check, "check")
     proto = model.copy().lazy_proto
-    info = _main_input(model, proto, name)
+    info = _main_input(model, proto, name, what="input_to_initializer")
     elem = info.type.tensor_type.elem_type
     dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem)) if elem else None
     declared = _declared_shape(info)

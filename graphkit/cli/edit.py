@@ -9,6 +9,9 @@ others is a note; an edit where no step changes anything is an error (exit 2) un
 Nodes are named by NAME (in any graph, bodies included), #N (the N-th node of the main graph, from 0),
 OP#K (the K-th node of operator OP in the main graph, from 0: Conv#2, my::Debug#0) or FUNCTION/NODE
 (a node of local function FUNCTION, by name, #N or OP#K). A node's own name wins over the others.
+--rename, --insert-after and --set-initializer (a Constant's value) reach a local function's tensor
+as FUNCTION/TENSOR; edits of declared types and graph inputs/outputs do not (a function is typed
+where it is called).
 """
 
 from __future__ import annotations
