@@ -58,7 +58,7 @@ def execute(model: Model, feeds: Mapping[str, Any], outputs: Sequence[str], back
     try:
         return run_fragment(model, feeds, outputs, opt_level=opt, config=config)
     except RuntimeFailure as err:
-        raise RuntimeFailure(f"{what}: {err.message}", hint=err.hint) from err
+        raise RuntimeFailure(f"{what}: {err.message}", hint=err.hint, cli_hint=err.cli_hint) from err
 
 
 def _reference(model: Model, feeds: Mapping[str, Any], outputs: Sequence[str], what: str, config: Settings,
@@ -95,12 +95,13 @@ def _evaluate(proto: onnx.ModelProto, feeds: Mapping[str, Any], outputs: Sequenc
         evaluator = ReferenceEvaluator(proto, new_ops=[*reference_ops.OVERRIDES, *map(reference_op, python_ops)])
         values = evaluator.run(list(outputs), dict(feeds))
     except RuntimeFailure as err:  # a Python operator failed: its message names it
-        raise RuntimeFailure(f"{what}: {err.message}", hint=err.hint) from err
+        raise RuntimeFailure(f"{what}: {err.message}", hint=err.hint, cli_hint=err.cli_hint) from err
     except Exception as err:  # the evaluator raises whatever its kernels raise
         text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise _EvaluatorFailure(
             f"{what}: onnx's ReferenceEvaluator failed: {text}",
-            hint="compare with --backend ort-noopt to leave the evaluator out",
+            hint="compare with backend='ort-noopt' to leave the evaluator out",
+            cli_hint="compare with --backend ort-noopt to leave the evaluator out",
         ) from err
     return {n: as_value(v) for n, v in zip(outputs, values)}
 

@@ -318,7 +318,8 @@ def _chain_parts(
         specs, final = _open_ends(models)
         auto = None
     if not models:
-        raise UsageError("no fragments to run", hint="split a model first: python -m graphkit split IN OUTDIR --parts N")
+        raise UsageError("no fragments to run", hint="split a model first: gk.split(model, parts=N)",
+                         cli_hint="split a model first: python -m graphkit split IN OUTDIR --parts N")
     ref = auto if reference == "auto" else reference
     return models, specs, final, ref
 

@@ -555,7 +555,9 @@ def markers(
         ops = sorted({f"{n.domain or 'ai.onnx'}::{n.op_type}" for n in model.lazy_proto.graph.node if n.domain not in ("", "ai.onnx")})
         raise NameNotFoundError(
             f"{model.name} has no {domain}::{op} marker nodes",
-            hint=("its custom ops are " + ", ".join(ops) + "; pass --domain/--op") if ops
+            hint=("its custom ops are " + ", ".join(ops) + "; give domain= and op=") if ops
+            else "mark tensors with a Debug node carrying a 'name' attribute first",
+            cli_hint=("its custom ops are " + ", ".join(ops) + "; pass --domain and --op") if ops
             else "mark tensors with a Debug node carrying a 'name' attribute first",
         )
     proto = onnx.ModelProto()
@@ -588,7 +590,8 @@ def _find_markers(model: Model, domain: str, op: str, attr: str) -> dict[str, tu
         if not values or values[0].type != onnx.AttributeProto.STRING:
             raise UsageError(
                 f"marker {label!r} ({domain}::{op}) has no string attribute {attr!r}",
-                hint="pass --attr with the attribute that holds the marker's name",
+                hint="give the attribute that holds the marker's name (attr= of markers, marker_spec= of compare)",
+                cli_hint="give the attribute that holds the marker's name (--attr of markers, --marker-attr of compare)",
             )
         if len([n for n in node.input if n]) != 1 or len([n for n in node.output if n]) != 1:
             raise UsageError(
@@ -1024,13 +1027,15 @@ def compare(
                                              custom_ops, python_ops)
     if reference is not None and other is not None:
         raise UsageError("compare takes a second model or reference values, not both",
-                         hint="compare A.onnx B.onnx, or A.onnx --reference ref.npz")
+                         hint="compare(model, other) or compare(model, reference='ref.npz')",
+                         cli_hint="compare A.onnx B.onnx, or A.onnx --reference ref.npz")
     for name in (backend, candidate_backend):
         if name is not None and name not in BACKENDS:
             raise UsageError(f"unknown backend {name!r}", hint="use one of " + ", ".join(BACKENDS))
     if reference is not None and backend is not None:
-        raise UsageError("--backend picks the reference side's backend; with --reference the reference is the file",
-                         hint="use --candidate-backend to choose how the model runs")
+        raise UsageError("backend picks the reference side's backend; with reference values the reference is the file",
+                         hint="use candidate_backend= to choose how the model runs",
+                         cli_hint="with --reference, use --candidate-backend (not --backend) to choose how the model runs")
     for side in (model, other):
         if side is not None:
             require_sound(side)
@@ -1048,7 +1053,10 @@ def compare(
     same_provider = _backends.check_provider(ref_config.provider) == _backends.check_provider(cand_config.provider)
     if other is None and ref_backend == candidate_backend and same_provider:
         raise UsageError(f"both sides would run {model.name} on {BACKENDS[ref_backend]}: nothing to compare",
-                         hint="pick another --backend (ort-noopt or reference) or --candidate-provider, or give a second model")
+                         hint="pick another backend= ('ort-noopt' or 'reference') or candidate_provider=, or give a "
+                              "second model",
+                         cli_hint="pick another --backend (ort-noopt or reference) or --candidate-provider, or give a "
+                                  "second model")
     pairs, renamed_inputs = _match_models(ref, cand, mapping or {})
     unmatched: tuple[list[str], list[str]] = ([], [])
     if tensors is None:
@@ -1192,7 +1200,8 @@ def _check_tolerance_names(tolerances: Mapping[str, Tolerance], pairs: list[_Pai
     for name in tolerances:
         if name not in known and not any(fnmatch.fnmatchcase(k, name) for k in known):
             err = not_found(TensorNotFoundError, "compared tensor", name, sorted(known), where=where)
-            raise TensorNotFoundError(f"tolerance for {name!r}: {err.message}", hint=err.hint)
+            raise TensorNotFoundError(f"tolerance for {name!r}: {err.message}", hint=err.hint,
+                                      cli_hint=err.cli_hint)
 
 
 def _compare_models(ref: _Graph, cand: _Graph, pairs: list[_Pair], unmatched: tuple[list[str], list[str]],
@@ -1205,7 +1214,8 @@ def _compare_models(ref: _Graph, cand: _Graph, pairs: list[_Pair], unmatched: tu
     pairs = _restrict(pairs, tensors, cand)
     if not pairs:
         raise UsageError(f"{ref.label} and {cand.label} have no tensor in common to compare",
-                         hint="map names that differ with --map mapping.json ({\"name_in_A\": \"name_in_B\"})")
+                         hint="map names that differ with mapping={'name_in_A': 'name_in_B'}",
+                         cli_hint="map names that differ with --map mapping.json ({\"name_in_A\": \"name_in_B\"})")
     _check_tolerance_names(tolerances or {}, pairs, cand.label)
     ref_feeds = gen.make(ref.model, feeds)
     cand_feeds = _map_feeds(ref_feeds, cand, ref.label, renamed_inputs)
@@ -1245,7 +1255,8 @@ def _map_feeds(feeds: Mapping[str, np.ndarray], cand: _Graph, where: str,
             close = did_you_mean(spec.name, feeds)
             raise FeedError(
                 f"{cand.label} has input {spec.name!r}, which {where} does not have",
-                hint="map renamed inputs with --map mapping.json ({\"name_in_A\": \"name_in_B\"})"
+                hint="map renamed inputs with mapping={'name_in_A': 'name_in_B'}" + (f" ({close})" if close else ""),
+                cli_hint="map renamed inputs with --map mapping.json ({\"name_in_A\": \"name_in_B\"})"
                 + (f" ({close})" if close else ""),
             )
         value = feeds[source]

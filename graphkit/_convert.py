@@ -413,7 +413,8 @@ class _Converter:
         for name in self.keep_node:
             if name not in have:
                 err = not_found(NodeNotFoundError, "node", name, known, where=self.source.name)
-                raise NodeNotFoundError(f"keep_node: {err.message}", hint=err.hint)
+                raise NodeNotFoundError(f"a node to keep in float32: {err.message}", hint=err.hint,
+                                        cli_hint=err.cli_hint)
 
     # ------------------------------------------------------------------ one graph
 
@@ -1189,16 +1190,19 @@ def set_dtype(model: Model, /, tensor: str, dtype: str) -> Model:
     if name not in inputs and name not in outputs:
         _refuse_function_tensor(model, model.lazy_proto, name, "set_dtype")
         err = not_found(TensorNotFoundError, "graph input or output", name, [*inputs, *outputs], where=model.name)
-        raise TensorNotFoundError(err.message, hint=err.hint + "; set_dtype changes graph inputs and outputs"
-                                  if err.hint else "set_dtype changes graph inputs and outputs; see inspect")
+        raise TensorNotFoundError(err.message, hint=(err.hint or "") + "; set_dtype changes graph inputs and outputs",
+                                  cli_hint=(err.cli_hint or err.hint or "")
+                                  + "; --set-dtype changes graph inputs and outputs")
     if name in inputs and name in outputs:
         raise EditError(f"{name!r} of {model.name} is both a graph input and a graph output",
-                        hint="give the output its own name first (edit --insert-after NAME=Identity)")
+                        hint="give the output its own name first (insert_node(model, NAME, 'Identity'))",
+                        cli_hint="give the output its own name first (edit --insert-after NAME=Identity)")
     declared = (inputs.get(name) or outputs[name]).type
     old = declared.tensor_type.elem_type if declared.HasField("tensor_type") else 0
     if not old:
         raise EditError(f"{name!r} of {model.name} has no declared tensor dtype to cast from",
-                        hint="type it first (python -m graphkit infer-shapes, or edit --set-dims)")
+                        hint="type it first (gk.infer_shapes, or gk.set_dims)",
+                        cli_hint="type it first (python -m graphkit infer-shapes, or edit --fixed/--dynamic)")
     if old == target:
         raise NoChangeError(f"{name!r} of {model.name} is already {_dtype_name(target)}",
                             hint="choose another dtype")

@@ -86,8 +86,10 @@ class CustomOp:
             raise RuntimeFailure(
                 f"the Python implementation of {self.label} ({name}) failed on {where}: "
                 f"{type(err).__name__}: {err}",
-                hint="fix the function in the --python-ops file; it takes the inputs in order and the "
+                hint="fix the function (python_ops=); it takes the inputs in order and the "
                      "node's attributes as keywords",
+                cli_hint="fix the function in the --python-ops file; it takes the inputs in order and the "
+                         "node's attributes as keywords",
             ) from err
         values = result if isinstance(result, tuple) else (result,)
         if len(values) != len(self.outputs):
@@ -155,7 +157,8 @@ def load_python_ops(path: str | os.PathLike[str]) -> tuple[CustomOp, ...]:
     """
     file = Path(argcheck.path(path, "path"))
     if not exists(file):
-        raise UsageError(f"no such Python operators file: {file}", hint="check the path given to --python-ops")
+        raise UsageError(f"no such Python operators file: {file}", hint="check the path given in python_ops=",
+                         cli_hint="check the path given to --python-ops")
     check_regular(file, what="Python operators file", max_bytes=None, error=UsageError)
     try:
         namespace = runpy.run_path(str(file), run_name=f"graphkit_python_ops_{file.stem}")

@@ -268,10 +268,12 @@ def _inside_subgraph(g: _Graph, name: str) -> tuple[str, list[str]] | None:
 
 
 def _check_names(g: _Graph, names: Sequence[str], flag: str) -> None:
+    """``flag``: the keyword that lists ``names`` (its flag is ``--`` before it)."""
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            raise UsageError(f"{name!r} is given twice in {flag}", hint=f"list each tensor once in {flag}")
+            raise UsageError(f"{name!r} is given twice in {flag}", hint=f"list each tensor once in {flag}",
+                             cli_hint=f"list each tensor once in --{flag}")
         seen.add(name)
         if g.defines(name):
             continue
@@ -282,8 +284,7 @@ def _check_names(g: _Graph, names: Sequence[str], flag: str) -> None:
                 "a submodel can only be cut at tensors of the main graph",
                 hint=f"cut at the inputs or outputs of {body[0]} instead",
             )
-        err = not_found(TensorNotFoundError, f"tensor ({flag})", name, g.tensor_names, where=g.model.name)
-        raise err
+        raise not_found(TensorNotFoundError, f"tensor (in {flag})", name, g.tensor_names, where=g.model.name)
 
 
 # ---------------------------------------------------------------------------------------- the cut
@@ -456,7 +457,7 @@ def _open_cut_error(g: _Graph, inputs: Sequence[str], outputs: Sequence[str], cu
         if found is None:  # the output itself is an ungiven graph input
             return OpenCutError(
                 f"cannot compute {output!r}: it is graph input {output!r} of {g.model.name}, not among the inputs",
-                hint=f"add {output!r} to --inputs",
+                hint=f"add {output!r} to inputs", cli_hint=f"add {output!r} to --inputs",
             )
         reader, tensor = found
         origin = sorted(g.upstream([tensor], given) & sources)
@@ -471,8 +472,9 @@ def _open_cut_error(g: _Graph, inputs: Sequence[str], outputs: Sequence[str], cu
         others = [o for o in outputs if o != output and not _computable(g, o, given)]
         more = f" ({len(others)} more output(s) cannot be computed either)" if others else ""
         message = f"cannot compute {output!r}: {node_label(g.nodes[reader], reader)} reads {tensor!r}, {fact}{more}"
-        return OpenCutError(message, hint=_leak_hint(g, tensor, given, sources))
-    return OpenCutError("the outputs cannot be computed from the inputs", hint="check --inputs")
+        hint = _leak_hint(g, tensor, given, sources, "\0")  # (the same search for both wordings)
+        return OpenCutError(message, hint=hint.replace("\0", "inputs"), cli_hint=hint.replace("\0", "--inputs"))
+    return OpenCutError("the outputs cannot be computed from the inputs", hint="check the inputs", cli_hint="check --inputs")
 
 
 def _find_leak(g: _Graph, output: str, given: set[str], sources: set[str]) -> tuple[int, str] | None:
@@ -521,9 +523,10 @@ def _closure(g: _Graph, region: set[str], start: set[str], *, any_read: bool = F
     return found
 
 
-def _leak_hint(g: _Graph, tensor: str, given: set[str], sources: set[str]) -> str:
-    """Suggest what to add to --inputs: the leaking tensor, or where its branch leaves the given ones."""
-    first = f"add {tensor!r} to --inputs"
+def _leak_hint(g: _Graph, tensor: str, given: set[str], sources: set[str], inputs: str) -> str:
+    """Suggest what to add to the inputs (``inputs``: the keyword or the flag that holds them): the
+    leaking tensor, or where its branch leaves the given ones."""
+    first = f"add {tensor!r} to {inputs}"
     upstream_of_given = g.upstream(given, set()) - given
     candidates = [c for c in _bfs_upstream(g, tensor, given, limit=200) if c != tensor and c in upstream_of_given]
     for candidate in candidates[:20]:
@@ -566,7 +569,7 @@ def _type_boundary(
     user: Mapping[str, TensorType],
     *,
     observe: bool,
-    output_flag: str = "--outputs",
+    output_flag: str = "outputs",
     cut_nodes: Sequence[int] | None = None,
     runtime: Settings | None = None,
 ) -> _Typing:
@@ -579,17 +582,19 @@ def _type_boundary(
     notes: list[str] = []
     for name in names:
         if name not in found.types:
-            raise _needs_type(g, name, "--inputs" if name in inputs else output_flag, observe=observe)
+            raise _needs_type(g, name, "inputs" if name in inputs else output_flag, observe=observe)
         if not has_shape(found.types[name]):
             notes.append(f"the shape of {name!r} is unknown (its dtype is known); it is left unranked")
     return _Typing(found.types, found.source, notes)
 
 
-def _needs_type(g: _Graph, name: str, flag: str, *, observe: bool) -> UsageError:
+def _needs_type(g: _Graph, name: str, where: str, *, observe: bool) -> UsageError:
+    """``where``: the keyword that lists ``name`` (its flag is ``--`` before it)."""
     why = "shape inference cannot type it" + (" and ONNX Runtime cannot run the model" if observe else "")
     return UsageError(
-        f"cannot tell the dtype of {name!r} ({flag}), which {g.producer_label(name)} produces: {why}",
-        hint=f"give its type, e.g. {flag} '{name}:float32:[1,3,224,224]' (dims may be names or ?)",
+        f"cannot tell the dtype of {name!r} (in {where}), which {g.producer_label(name)} produces: {why}",
+        hint=f"give its type, e.g. types={{{name!r}: ('float32', [1, 3, 224, 224])}} (dims may be names or None)",
+        cli_hint=f"give its type, e.g. --{where} '{name}:float32:[1,3,224,224]' (dims may be names or ?)",
     )
 
 
@@ -750,17 +755,19 @@ def _extract(
     wanted_in = list(inputs) if inputs is not None else [n for n in g.inputs if n not in g.initializers]
     wanted_out = list(outputs) if outputs is not None else list(g.outputs)
     if not wanted_out:
-        raise UsageError("no outputs to extract", hint="give the tensors to compute with --outputs")
+        raise UsageError("no outputs to extract", hint="give the tensors to compute as outputs=",
+                         cli_hint="give the tensors to compute with --outputs")
     for name in user_types:
         if name not in wanted_in and name not in wanted_out:
             raise UsageError(f"a type is given for {name!r}, which is neither an input nor an output",
-                             hint="give types only for tensors listed in --inputs or --outputs")
+                             hint="give types only for tensors listed in inputs= or outputs=",
+                             cli_hint="give types only for tensors listed in --inputs or --outputs")
     distinct = len(set(wanted_in)) == len(wanted_in) and len(set(wanted_out)) == len(wanted_out)
     cut = _scan_cut(g, wanted_in, wanted_out) if distinct and fast else None
     if cut is None:  # (something only the full walk handles or explains)
         g.fast = False
-        _check_names(g, wanted_in, "--inputs")
-        _check_names(g, wanted_out, "--outputs")
+        _check_names(g, wanted_in, "inputs")
+        _check_names(g, wanted_out, "outputs")
         cut = _cut(g, wanted_in, wanted_out)
         if cut.missing:
             raise _open_cut_error(g, wanted_in, wanted_out, cut)
@@ -926,7 +933,7 @@ def _expose(
     present = set(g.outputs)
     already = tuple(n for n in names if n in present)
     new = [n for n in names if n not in present]
-    typing = _type_boundary(g, [], new, _normalize_types(types), observe=observe, output_flag="--tensors")
+    typing = _type_boundary(g, [], new, _normalize_types(types), observe=observe, output_flag="tensors")
     proto = onnx.ModelProto()
     proto.CopyFrom(model.lazy_proto)
     templates = {v.name: v for v in model.lazy_proto.graph.value_info}
@@ -952,7 +959,8 @@ def _select(g: _Graph, tensors: Sequence[str], op_types: Sequence[str], all_tens
         if all_tensors or node.op_type in wanted_ops:
             chosen.update(dict.fromkeys(o for o in node.output if o))
     if not chosen:
-        raise UsageError("nothing to expose", hint="name tensors with --tensors, or use --all or --op-types")
+        raise UsageError("nothing to expose", hint="name tensors, or give op_types= or all_tensors=True",
+                         cli_hint="name tensors with --tensors, or use --all or --op-types")
     return list(chosen)
 
 
@@ -971,5 +979,6 @@ def _check_tensor_names(g: _Graph, names: Sequence[str]) -> None:
         suggestion = did_you_mean(name, g.tensor_names)
         raise TensorNotFoundError(
             f"no tensor named {name!r} in {g.model.name}",
-            hint=suggestion or "'python -m graphkit inspect MODEL --tensors' lists the tensor names",
+            hint=suggestion or "gk.list_nodes(model) lists the tensor names",
+            cli_hint=suggestion or "'python -m graphkit inspect MODEL --tensors' lists the tensor names",
         )

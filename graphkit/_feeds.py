@@ -86,7 +86,7 @@ def load_feed_file(path: str | os.PathLike[str], name: str | None = None) -> lis
     """
     file = Path(path)
     if not exists(file):
-        raise FeedError(f"no such feed file: {file}", hint="check the path given to --input")
+        raise FeedError(f"no such feed file: {file}", hint="check the path", cli_hint="check the path given to --input")
     suffix = file.suffix.lower()
     if suffix not in FORMATS:
         check_regular(file, what="feed file", max_bytes=None, error=FeedError)
@@ -111,7 +111,8 @@ def _read_npz(file: Path, name: str | None) -> list[FeedFile]:
             suggestion = did_you_mean(name, keys)
             raise FeedError(
                 f"{file} holds {len(keys)} arrays ({', '.join(repr(k) for k in keys)}) and none is named {name!r}",
-                hint=suggestion or f"pass the file without a name (--input {file}) to feed every array by its key",
+                hint=suggestion or "load the file without a name to feed every array by its key",
+                cli_hint=suggestion or f"pass the file without a name (--input {file}) to feed every array by its key",
             )
         if name is None:
             check_array_size(archive.declared_bytes(), what=f"the arrays of {file}")
@@ -309,7 +310,8 @@ def save_arrays(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray], 
             raise UsageError(
                 f"cannot save {shown!r} to {dest}: its name is {len(name)} characters long, over the "
                 f"{_MEMBER_NAME_MAX - 4}-byte limit of a name in an .npz (a zip file)",
-                hint="leave that tensor out (choose tensors with --output), or rename it",
+                hint="leave that tensor out, or rename it",
+                cli_hint="leave that tensor out (choose tensors with --output), or rename it",
             )
     with (plan.output(dest, "the saved values") if plan is not None else atomic_output(dest)) as tmp, \
             open(tmp, "wb") as handle, \

@@ -261,8 +261,10 @@ def _contradiction(label: str, proto: onnx.ModelProto, err: Exception) -> Invali
     return InvalidModelError(
         f"{label} contradicts itself at {node_label(node, index)}, which makes {made}: {why}"
         + (f"; it reads {reads}" if reads else ""),
-        hint="fix the node or the types it reads (graphkit edit: --set-attribute, --fixed, --remove-node), "
+        hint="fix the node or the types it reads (set_attribute, set_dims, remove_node), "
              "or check where the model came from",
+        cli_hint="fix the node or the types it reads (graphkit edit: --set-attr, --fixed, --remove-node), "
+                 "or check where the model came from",
     )
 
 

@@ -254,16 +254,19 @@ def _sized(model: Model, shapes: Mapping[str, tuple[int, ...]],
         value = declared.get(input_name)
         if value is None or input_name in g.initializers:
             inputs = [n for n in g.inputs if n not in g.initializers]
-            raise UsageError(f"--shape {input_name!r}: {model.name} has no graph input named {input_name!r}",
+            raise UsageError(f"a shape is given for {input_name!r}, but {model.name} has no graph input of that name",
                              hint=did_you_mean(input_name, inputs) or f"its inputs: {', '.join(inputs)}")
         old = value.type.tensor_type.shape.dim
         if value.type.tensor_type.HasField("shape") and len(old) != len(shape):
-            raise UsageError(f"--shape {input_name!r}: {len(shape)} dims given, the input has {len(old)}",
-                             hint=f"give {len(old)} dims, e.g. --shape {input_name}="
-                                  + "x".join(str(d.dim_value or 1) for d in old))
+            example = [d.dim_value or 1 for d in old]
+            raise UsageError(f"the shape given for input {input_name!r} has {len(shape)} dims; the input has {len(old)}",
+                             hint=f"give {len(old)} dims, e.g. shapes={{{input_name!r}: {example}}}",
+                             cli_hint=f"give {len(old)} dims, e.g. --shape {input_name}="
+                                      + "x".join(str(d) for d in example))
         for i, (dim, size) in enumerate(zip(old, shape)):
             if dim.HasField("dim_value") and dim.dim_value != size:
-                raise UsageError(f"--shape {input_name!r}: dim {i} is fixed to {dim.dim_value}, not {size}",
+                raise UsageError(f"the shape given for input {input_name!r}: dim {i} is fixed to {dim.dim_value}, "
+                                 f"not {size}",
                                  hint=f"keep dim {i} at {dim.dim_value}")
             if dim.HasField("dim_param"):
                 fixed.setdefault(dim.dim_param, size)

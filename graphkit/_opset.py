@@ -229,11 +229,14 @@ def _converter_error(model: Model, proto: onnx.ModelProto, err: Exception, targe
         why = f"ONNX's version converter has no adapter for {op} ({found.group(1)})"
         problems = [_Problem(f"main graph: {_node_label(n, k)}", why,
                              "choose a version on the same side of the operator's change, or replace the node "
+                             "(replace_op) first",
+                             "choose a version on the same side of the operator's change, or replace the node "
                              "(edit --replace-op) first") for k, n in nodes]
         if problems:
             return _refusal(model, target, problems)
     return EditError(f"ONNX's version converter fails on {model.name} for opset {target}: {text}",
-                     hint="run 'python -m graphkit check' on the model; choose a nearer version")
+                     hint="gk.validate(model) checks the model; choose a nearer version",
+                     cli_hint="run 'python -m graphkit check' on the model; choose a nearer version")
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,7 @@ class _Problem:
     where: str  # "main graph: name (Op)"
     reason: str
     hint: str
+    cli_hint: str | None = None  # (the hint in the command line's words, where they differ)
 
 
 def _node_label(node: onnx.NodeProto, position: int) -> str:
@@ -260,7 +264,9 @@ def _refusal(model: Model, target: int, problems: list[_Problem]) -> EditError:
         lines = "".join(f"\n  {reason}: {', '.join(where)}" for reason, where in groups.items())
         message = f"cannot convert {len(problems)} node(s) of {model.name} to opset {target}:{lines}"
     hints = list(dict.fromkeys(p.hint for p in problems if p.hint))
-    return EditError(message, hint="; ".join(hints) or "choose another version")
+    cli_hints = list(dict.fromkeys(p.cli_hint or p.hint for p in problems if p.cli_hint or p.hint))
+    return EditError(message, hint="; ".join(hints) or "choose another version",
+                     cli_hint="; ".join(cli_hints) or "choose another version")
 
 
 def _missing_operators(proto: onnx.ModelProto, target: int) -> list[_Problem]:
@@ -275,9 +281,10 @@ def _missing_operators(proto: onnx.ModelProto, target: int) -> list[_Problem]:
             first = _first_version(node.op_type)
             reason = (f"{node.op_type} does not exist before opset {first}" if first and first > target
                       else f"{node.op_type} does not exist in opset {target}")
-            hint = (f"choose opset {first} or later, or replace the node (edit --replace-op) first" if first
-                    else "replace the node (edit --replace-op) first")
-            problems.append(_Problem(f"{where}: {_node_label(node, k)}", reason, hint))
+            hint = (f"choose opset {first} or later, or replace the node ({{}}) first" if first
+                    else "replace the node ({}) first")
+            problems.append(_Problem(f"{where}: {_node_label(node, k)}", reason, hint.format("replace_op"),
+                                     hint.format("edit --replace-op")))
     return problems
 
 
@@ -304,10 +311,11 @@ def _named_graphs(graph: onnx.GraphProto, where: str) -> Iterator[tuple[str, onn
 class _Unconvertible(Exception):
     """Why a node cannot be converted (collected, so that every such node is named at once)."""
 
-    def __init__(self, reason: str, *, hint: str) -> None:
+    def __init__(self, reason: str, *, hint: str, cli_hint: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.hint = hint
+        self.cli_hint = cli_hint
 
 
 class _Rewriter:
@@ -435,7 +443,7 @@ class _Rewriter:
             try:
                 changed = self._rewrite(node, constants, label, added)
             except _Unconvertible as err:
-                self.problems.append(_Problem(label, err.reason, err.hint))
+                self.problems.append(_Problem(label, err.reason, err.hint, err.cli_hint))
                 continue
             if changed:
                 self.rewritten.append(label)
@@ -502,8 +510,10 @@ class _Rewriter:
         if reader is None:
             raise _Unconvertible(f"its {what} {name!r} is computed at run "
                             "time and cannot become an attribute",
-                            hint="fold it into a constant first (edit --fold-constants), or keep a version where "
-                                 "it is an input")
+                            hint="fold it into a constant first (fold_constants), or keep a version where "
+                                 "it is an input",
+                            cli_hint="fold it into a constant first (edit --fold-constants), or keep a version where "
+                                     "it is an input")
         return np.asarray(reader())
 
     def _input_constant(self, value: np.ndarray, base: str, added: list[onnx.NodeProto]) -> str:
@@ -660,8 +670,10 @@ class _Rewriter:
                 if rank is None:
                     raise _Unconvertible(f"its axis {axis} is negative, which opset {self.target} does not allow, "
                                          f"and the rank of {node.input[0]!r} is unknown",
-                                         hint="give the model's inputs static ranks first (edit --set-dims), or "
-                                              "keep opset 11 or later")
+                                         hint="give the model's inputs static ranks first (set_dims), or "
+                                              "keep opset 11 or later",
+                                         cli_hint="give the model's inputs static ranks first (edit --fixed), or "
+                                                  "keep opset 11 or later")
                 return self._set_axis(node, position)
             return self._set_axis(node, axis) if old_source != old_target else False
         if not old_target:
@@ -670,8 +682,10 @@ class _Rewriter:
         if rank is None:
             raise _Unconvertible(f"before opset 13 {node.op_type} normalizes over every dim from its axis on, and "
                                  f"the rank of {node.input[0]!r} is unknown, so the axis cannot be moved last",
-                                 hint="give the model's inputs static ranks first (edit --set-dims), or keep "
-                                      "opset 13 or later")
+                                 hint="give the model's inputs static ranks first (set_dims), or keep "
+                                      "opset 13 or later",
+                                 cli_hint="give the model's inputs static ranks first (edit --fixed), or keep "
+                                          "opset 13 or later")
         self._transpose_around(node, position, rank)
         return True
 

@@ -83,7 +83,8 @@ def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", thre
     ort = onnxruntime()
     full_provider = provider_name(provider)
     if isinstance(threads, bool) or not isinstance(threads, int):
-        raise UsageError(f"threads must be a whole number, not {threads!r}", hint="pass threads=0 for ONNX Runtime's default")
+        raise ArgumentTypeError(f"threads must be a whole number, not {threads!r}",
+                                hint="pass threads=0 for ONNX Runtime's default")
     check_int(threads, what="threads", lo=0, hi=max_threads(),
               hint=f"use at most {MAX_THREADS_PER_CORE} threads per core (0: ONNX Runtime's default)")
     options = ort.SessionOptions()
@@ -104,8 +105,9 @@ def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", thre
         sess = ort.InferenceSession(data, options, providers=[full_provider],
                                     provider_options=[dict(provider_options or {})])
     except Exception as err:  # onnxruntime raises its own exception types
+        hint, cli_hint = _load_hint(model, python_ops)
         raise RuntimeFailure(f"ONNX Runtime cannot load {model.name}: {first_line(err)}",
-                             hint=_load_hint(model, python_ops)) from err
+                             hint=hint, cli_hint=cli_hint) from err
     if _holds_extension_ops(target is not model, custom_ops):
         _extension_sessions.add(sess)
     return sess
@@ -176,8 +178,10 @@ def provider_name(provider: str) -> str:
         names = ", ".join(f"{short[a]} ({a})" if a in short else a for a in available)
         raise UsageError(
             f"ONNX Runtime here has no provider {provider!r}; it has {names}",
-            hint="pick one of these with --provider; a GPU provider needs its ONNX Runtime package "
+            hint="pick one of these (provider=); a GPU provider needs its ONNX Runtime package "
                  "(onnxruntime-gpu for cuda and tensorrt) and a GPU",
+            cli_hint="pick one of these with --provider; a GPU provider needs its ONNX Runtime package "
+                     "(onnxruntime-gpu for cuda and tensorrt) and a GPU",
         )
     return full
 
@@ -193,9 +197,11 @@ def _register_library(options: Any, library: str | os.PathLike[str], *, what: st
         found = path.is_file()
     except OSError as err:  # (a name too long for the file system, a link loop)
         raise UsageError(f"cannot use {what} {path}: {err.strerror or err}",
-                         hint="give the path of a compiled library with --custom-ops LIB.so") from err
+                         hint="give the path of a compiled library in custom_ops=",
+                         cli_hint="give the path of a compiled library with --custom-ops LIB.so") from err
     if not found:
-        raise UsageError(f"no such {what}: {path}", hint="give the path of a compiled library with --custom-ops LIB.so")
+        raise UsageError(f"no such {what}: {path}", hint="give the path of a compiled library in custom_ops=",
+                         cli_hint="give the path of a compiled library with --custom-ops LIB.so")
     try:
         options.register_custom_ops_library(str(path))
     except Exception as err:  # onnxruntime raises its own exception types
@@ -204,16 +210,19 @@ def _register_library(options: Any, library: str | os.PathLike[str], *, what: st
                                   f"({onnxruntime().__version__}) and this platform") from err
 
 
-def _load_hint(model: Model, python_ops: Sequence[CustomOp]) -> str:
-    """The hint of a model ONNX Runtime refused: the custom-domain operators nothing implements, if any."""
+def _load_hint(model: Model, python_ops: Sequence[CustomOp]) -> tuple[str, str]:
+    """The hint of a model ONNX Runtime refused, in the API's and the command line's words: the
+    custom-domain operators nothing implements, if any."""
     covered = {op.key for op in python_ops}
     custom = sorted({f"{n.domain}::{n.op_type}" for n in _all_nodes(model.lazy_proto)
                      if n.domain not in ("", "ai.onnx", "ai.onnx.ml", "com.microsoft")
                      and (n.domain, n.op_type) not in covered})
     if custom:
-        return (f"the model uses custom operators ({', '.join(custom[:5])}): register their library with "
-                "--custom-ops LIB.so, or give Python implementations with --python-ops FILE.py")
-    return "run 'python -m graphkit check' on the model"
+        uses = f"the model uses custom operators ({', '.join(custom[:5])}): "
+        return (uses + "register their library (custom_ops=['LIB.so']), or give Python implementations (python_ops=)",
+                uses + "register their library with --custom-ops LIB.so, or give Python implementations with "
+                       "--python-ops FILE.py")
+    return "gk.validate(model) checks the model", "run 'python -m graphkit check' on the model"
 
 
 # ------------------------------------------------------------------------------ Python operators
@@ -326,7 +335,8 @@ def _dispatch(*inputs: Any, **attrs: str) -> Any:
         values = op.compute(inputs, call["attributes"], where)
     except Exception as err:  # (an exception escaping into the extensions aborts the process)
         _failures.append(err if isinstance(err, RuntimeFailure) else RuntimeFailure(
-            f"{where}: {type(err).__name__}: {err}", hint="check the --python-ops file"))
+            f"{where}: {type(err).__name__}: {err}", hint="check the Python operator (python_ops=)",
+            cli_hint="check the --python-ops file"))
         values = tuple(np.zeros((0,), dtype) for dtype in op.outputs)
     return values if len(values) > 1 else values[0]
 
@@ -423,7 +433,8 @@ def run_session(sess: ort.InferenceSession, names: Sequence[str], feeds: Mapping
     except MemoryError as err:
         _raise_python_op_failure()
         raise RuntimeFailure(f"out of memory running {label}",
-                             hint="give smaller inputs (--shape, --dim) or run it in fragments (split)") from err
+                             hint="give smaller inputs (FeedOptions shapes=, dims=) or run it in fragments (split)",
+                             cli_hint="give smaller inputs (--shape, --dim) or run it in fragments (split)") from err
     except Exception as err:  # onnxruntime raises its own exception types
         _raise_python_op_failure()
         allocation = _ALLOCATION.search(str(err))
@@ -432,13 +443,18 @@ def run_session(sess: ort.InferenceSession, names: Sequence[str], feeds: Mapping
             where = f" in node {node.group(2)!r} ({node.group(1)})" if node else ""
             raise RuntimeFailure(
                 f"ONNX Runtime ran out of memory running {label}{where}: it asked for {int(allocation.group(1))} bytes",
-                hint="give smaller inputs (--shape, --dim), or check the shapes the node computes",
+                hint="give smaller inputs (FeedOptions shapes=, dims=), or check the shapes the node computes",
+                cli_hint="give smaller inputs (--shape, --dim), or check the shapes the node computes",
             ) from err
-        hint = "check the input shapes and values; run 'python -m graphkit check' on the model"
+        hint = "check the input shapes and values; gk.validate(model) checks the model"
+        cli_hint = "check the input shapes and values; run 'python -m graphkit check' on the model"
         if _OUT_OF_BOUNDS.search(str(err)):
             hint = ("an index is out of range: give the indices' input a range within the table it indexes "
-                    "(--range NAME=0,N-1), a fixed value (--value NAME=…) or a file (--input NAME=FILE)")
-        raise RuntimeFailure(f"ONNX Runtime failed running {label}: {first_line(err)}", hint=hint) from err
+                    "(FeedOptions ranges={NAME: (0, N-1)}) or its value in feeds=")
+            cli_hint = ("an index is out of range: give the indices' input a range within the table it indexes "
+                        "(--range NAME=0,N-1), a fixed value (--value NAME=…) or a file (--input NAME=FILE)")
+        raise RuntimeFailure(f"ONNX Runtime failed running {label}: {first_line(err)}", hint=hint,
+                             cli_hint=cli_hint) from err
     _raise_python_op_failure()
     return values
 

@@ -378,7 +378,8 @@ def _call_args(step: Step, base_dir: Path, where: str = "step") -> dict[str, Any
         try:
             args[key] = decode_value(value, base_dir) if key in _TENSOR_ARGS else value
         except UsageError as err:
-            raise UsageError(f"{where} ({step.op}): argument {key!r}: {err.message}", hint=err.hint) from err
+            raise UsageError(f"{where} ({step.op}): argument {key!r}: {err.message}", hint=err.hint,
+                             cli_hint=err.cli_hint) from err
     if step.op == "set_dims" and isinstance(args.get("dims"), Mapping):
         args["dims"] = {_axis(k, where): v for k, v in args["dims"].items()}
     if step.op == "merge" and isinstance(args.get("prefixes"), list):
@@ -571,7 +572,7 @@ def check_step_names(model: Model, steps: Sequence[Step], prepared: Sequence[Map
                     error = not_found(NodeNotFoundError if kind == "node" else TensorNotFoundError, kind, name,
                                       sorted(pool), where=model.name)
                     raise type(error)(f"step {i} ({step.op}): {error.message} (checked before any step ran)",
-                                      hint=error.hint)
+                                      hint=error.hint, cli_hint=error.cli_hint)
         names.after(step.op, args)
 
 

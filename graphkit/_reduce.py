@@ -200,8 +200,10 @@ def reduce(
     ref_config, config = _side_settings(provider, reference_provider, candidate_provider, provider_options,
                                         custom_ops, python_ops)
     if other is not None and fails_on != "compare":
-        raise UsageError(f"a second model is only compared (fails_on='compare'), not with fails_on={fails_on!r}",
-                         hint="reduce one model, or pass --fails-on compare")
+        raise UsageError(f"a second model is compared against the first, so it is reduced only for a disagreement "
+                         f"(compare), not for a failure to {fails_on}",
+                         hint="reduce one model, or pass fails_on='compare'",
+                         cli_hint="reduce one model, or pass --fails-on compare")
     if fails_on == "compare":
         ref_backend: Backend = backend or ("ort" if other is not None else "ort-noopt")
         reducer = _CompareReducer(model, other, feeds, feed_options, ref_backend, candidate_backend, tolerance,
@@ -381,9 +383,11 @@ class _RunReducer(_Counted):
         whole, _ = self.attempt(*self.prefix(total), side.order[-1])
         if whole is None or whole.kind != self.kind:
             happened = "loads and runs" if whole is None else f"fails to {whole.kind} instead"
-            raise UsageError(f"{side.model.name} {happened}: nothing to reduce with --fails-on {self.kind}",
-                             hint="pass --fails-on " + ("compare to reduce a disagreement with a reference"
-                                                       if whole is None else whole.kind))
+            raise UsageError(f"{side.model.name} {happened}: nothing to reduce for a failure to {self.kind}",
+                             hint="pass fails_on=" + ("'compare' to reduce a disagreement with a reference"
+                                                     if whole is None else repr(whole.kind)),
+                             cli_hint="pass --fails-on " + ("compare to reduce a disagreement with a reference"
+                                                           if whole is None else whole.kind))
         lo, hi = 1, total  # the shortest failing prefix, by bisection
         while lo < hi:
             mid = (lo + hi) // 2
@@ -502,7 +506,8 @@ class _CompareReducer(_Counted):
         div = result.first_divergence
         if div is None:
             raise UsageError(f"{self.cand.model.name} agrees with the reference within tolerance: nothing to reduce",
-                             hint="reduce --fails-on load or run for a model ONNX Runtime refuses or fails on")
+                             hint="reduce with fails_on='load' or 'run' a model ONNX Runtime refuses or fails on",
+                             cli_hint="reduce --fails-on load or run for a model ONNX Runtime refuses or fails on")
         return self.around(div.tensor, result.tensor(div.tensor).reference_name)
 
     def around(self, tensor: str, ref_tensor: str) -> Reduction:
@@ -542,7 +547,9 @@ class _CompareReducer(_Counted):
         size = _window_search(len(cone), fails)
         if size is None or best is None:
             raise UsageError(f"re-run on the reference side's values, no subgraph ending at {tensor!r} diverges",
-                             hint="the difference comes from the inputs' generation; compare with --seed or --input")
+                             hint="the difference comes from the inputs' generation; compare with another seed "
+                                  "(FeedOptions seed=) or given feeds=",
+                             cli_hint="the difference comes from the inputs' generation; compare with --seed or --input")
         window, inputs, expected, failure = best
         piece = cand.piece(window, inputs, [tensor], graph_name=f"{cand.proto.graph.name}_repro")
         command = ("compare", "{dir}/model.onnx", "--reference", "{dir}/expected.npz", "--input", "{dir}/inputs.npz",
@@ -603,7 +610,8 @@ def save_repro(reduction: Reduction, outdir: str | os.PathLike[str], *, overwrit
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"cannot write the repro into {folder}: it is a file", hint="give a folder path")
     if folder.is_dir() and any(folder.iterdir()) and not overwrite:
-        raise UsageError(f"{folder} exists and is not empty", hint="choose a new folder, or pass --overwrite to replace it")
+        raise UsageError(f"{folder} exists and is not empty", hint="choose a new folder, or pass overwrite=True",
+                         cli_hint="choose a new folder, or pass --overwrite to replace it")
     _write.remove_stale_temps(folder.parent, [folder.name])
     tmp = folder.parent / _write.temp_name(folder.name, _write.name_limit(folder.parent))
     try:

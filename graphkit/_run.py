@@ -242,7 +242,7 @@ def plan_feeds(
     for name in [*given, *shapes, *ranges]:
         if name not in by_name:
             err = not_found(TensorNotFoundError, "graph input", name, by_name, where=where)
-            raise FeedError(err.message, hint=err.hint)
+            raise FeedError(err.message, hint=err.hint, cli_hint=err.cli_hint)
     checked = {name: check_feed(by_name[name], _as_array(name, value, where), where) for name, value in given.items()}
     for name, shape in shapes.items():
         _check_shape(by_name[name], tuple(int(d) for d in shape), where)
@@ -379,12 +379,14 @@ def _random(rng: np.random.Generator, spec: FeedSpec, shape: tuple[int, ...], lo
         low, high = int(np.ceil(lo)), int(np.floor(hi))
         if high < low:
             raise FeedError(f"the range {lo:g}..{hi:g} of input {spec.name!r} holds no {dtype} value",
-                            hint=f"give a range with a whole number in it, e.g. --range {spec.name}=0,1")
+                            hint=f"give a range with a whole number in it, e.g. FeedOptions(ranges={{{spec.name!r}: (0, 1)}})",
+                            cli_hint=f"give a range with a whole number in it, e.g. --range {spec.name}=0,1")
         return rng.integers(low, high, size=shape, endpoint=True).astype(dtype)
     if dtype.kind in "OU":
         return np.array([f"s{i}" for i in range(int(np.prod(shape)))], dtype=object).reshape(shape)
     raise FeedError(f"cannot generate values of dtype {dtype} for input {spec.name!r}",
-                    hint=f"pass this input's value with --input {spec.name}=FILE")
+                    hint=f"pass this input's value in feeds={{{spec.name!r}: …}}",
+                    cli_hint=f"pass this input's value with --input {spec.name}=FILE")
 
 
 def _choose_shape(
@@ -404,7 +406,8 @@ def _choose_shape(
     if spec.shape is None:
         raise FeedError(
             f"input {spec.name!r} of {where} has no known rank, so its shape cannot be guessed",
-            hint=f"give its shape, e.g. --shape {spec.name}=1x3x224x224, or its value with --input",
+            hint=f"give its shape, e.g. FeedOptions(shapes={{{spec.name!r}: [1, 3, 224, 224]}}), or its value in feeds=",
+            cli_hint=f"give its shape, e.g. --shape {spec.name}=1x3x224x224, or its value with --input",
         )
     shape_list: list[int] = []
     chosen: dict[str, str] = {}
@@ -435,7 +438,8 @@ def _check_size(spec: FeedSpec, shape: tuple[int, ...], where: str) -> None:
         raise FeedError(
             f"input {spec.name!r} of {where} has shape {list(shape)}: a generated value would need "
             f"{size / 2**30:.3g} GiB",
-            hint=f"the declared shape is wrong or too large; give a smaller one with --shape {spec.name}=…",
+            hint=f"the declared shape is wrong or too large; give a smaller one (FeedOptions shapes={{{spec.name!r}: …}})",
+            cli_hint=f"the declared shape is wrong or too large; give a smaller one with --shape {spec.name}=…",
         )
 
 

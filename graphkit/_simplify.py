@@ -165,7 +165,8 @@ def simplify(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check: bool
     result = simplify_with_report(model, max_bytes=max_bytes, check=check, progress=progress).model
     if result is model:
         raise NoChangeError(f"simplify changes nothing in {model.name}", hint="the model is already as simple as "
-                            "simplify makes it; drop --simplify")
+                            "simplify makes it; drop this step",
+                            cli_hint="the model is already as simple as simplify makes it; drop --simplify")
     return result
 
 
@@ -1136,8 +1137,9 @@ _PASS_FUNCTIONS = {
 # -------------------------------------------------------------------------------- the edit options
 
 
-def _as_edit(model: Model, passes: Sequence[str], *, what: str, hint: str, max_bytes: int = DEFAULT_MAX_BYTES,
-             check: bool = True, constant_identities: bool = False, progress: Progress | None = None) -> Model:
+def _as_edit(model: Model, passes: Sequence[str], *, what: str, hint: str, cli_hint: str | None = None,
+             max_bytes: int = DEFAULT_MAX_BYTES, check: bool = True, constant_identities: bool = False,
+             progress: Progress | None = None) -> Model:
     """Run ``passes`` as one edit: validated like every edit, NoChangeError when nothing changes."""
     argcheck.instance(model, "model", Model, argcheck.MODEL)
     argcheck.integer(max_bytes, "max_bytes", minimum=0, maximum=argcheck.INT64_MAX)
@@ -1148,10 +1150,11 @@ def _as_edit(model: Model, passes: Sequence[str], *, what: str, hint: str, max_b
     if result is model:
         if state.too_big:
             raise NoChangeError(f"{what}: every foldable tensor of {model.name} is larger than {max_bytes} bytes",
-                                hint="raise max_bytes (--fold-constants MAX_BYTES)")
+                                hint="raise max_bytes", cli_hint="raise the limit (--fold-constants MAX_BYTES)")
         if what == "fold_constants":
-            raise NoChangeError(f"fold_constants: no node of {model.name} depends only on constants", hint=hint)
-        raise NoChangeError(f"{what} changes nothing in {model.name}", hint=hint)
+            raise NoChangeError(f"fold_constants: no node of {model.name} depends only on constants", hint=hint,
+                                cli_hint=cli_hint)
+        raise NoChangeError(f"{what} changes nothing in {model.name}", hint=hint, cli_hint=cli_hint)
     if check:
         check_or_raise(result, what=f"the model after {what}")
     return result
@@ -1172,7 +1175,8 @@ def fold_constants(model: Model, /, *, max_bytes: int = 2**20, check: bool = Tru
         InvalidModelError: Shape inference contradicts the model itself, or the result is invalid.
     """
     return _as_edit(model, ["constants", "identities", "shapes", "fold"], what="fold_constants", max_bytes=max_bytes,
-                    check=check, constant_identities=True, hint="nothing to fold; drop --fold-constants",
+                    check=check, constant_identities=True, hint="nothing to fold; drop fold_constants",
+                    cli_hint="nothing to fold; drop --fold-constants",
                     progress=progress)
 
 

@@ -287,8 +287,9 @@ def split(
     argcheck.boolean(check, "check")
     _progress.check(progress)
     if (at is None) == (parts is None):
-        raise UsageError("give either cut tensors (at / --at) or a number of parts (parts / --parts)",
-                         hint="e.g. --at /convs1/convs1.2/Conv_output_0, or --parts 3")
+        raise UsageError("give either cut tensors or a number of parts",
+                         hint="e.g. at=['/convs1/convs1.2/Conv_output_0'], or parts=3",
+                         cli_hint="e.g. --at /convs1/convs1.2/Conv_output_0, or --parts 3")
     require_sound(model)
     index = Source(model)
     order = index.topological_order()
@@ -341,8 +342,9 @@ def _check_cut(model: Model, index: GraphIndex, name: str, seen: set[str]) -> No
     if name in set(index.inputs) or name in index.initializers:
         kind = "graph input" if name in set(index.inputs) else "initializer"
         raise UsageError(f"cannot cut at {name!r}: it is a {kind} of {model.name}, so no node computes it",
-                         hint="cut at a tensor a node computes ('python -m graphkit inspect MODEL --tensors' lists them "
-                              "with their producers)")
+                         hint="cut at a tensor a node computes (gk.list_nodes(model) lists them with their producers)",
+                         cli_hint="cut at a tensor a node computes ('python -m graphkit inspect MODEL --tensors' lists "
+                                  "them with their producers)")
     holder = index.body_owner(name)
     if holder is not None:
         owner = node_label(index.nodes[holder], holder)
@@ -371,10 +373,10 @@ def _groups_parts(model: Model, index: GraphIndex, order: list[int], parts: int,
     if balance not in BALANCES:
         raise UsageError(f"unknown balance {balance!r}", hint="use 'nodes' or 'weights'")
     if parts < 1:
-        raise UsageError(f"cannot split into {parts} parts", hint="give --parts 1 or more")
+        raise UsageError(f"cannot split into {parts} parts", hint="give parts=1 or more", cli_hint="give --parts 1 or more")
     if parts > len(order):
         raise UsageError(f"cannot split {model.name} into {parts} parts: it has only {len(order)} nodes",
-                         hint=f"give --parts {len(order)} or fewer")
+                         hint=f"give parts={len(order)} or fewer", cli_hint=f"give --parts {len(order)} or fewer")
     seq = _compact_order(index, order)
     weights = _node_weights(model, index, seq, balance)
     crossing = _crossing_counts(index, seq)
@@ -685,7 +687,8 @@ def _check_outdir(folder: Path, overwrite: bool) -> None:
         raise UsageError(f"cannot write fragments into {folder}: it is a file", hint="give a folder path")
     if folder.is_dir() and any(folder.iterdir()) and not overwrite:
         raise UsageError(f"{folder} exists and is not empty",
-                         hint="choose a new folder, or pass --overwrite to replace it")
+                         hint="choose a new folder, or pass overwrite=True",
+                         cli_hint="choose a new folder, or pass --overwrite to replace it")
 
 
 def _write_into(result: Split, tmp: Path, final: Path, external: bool | None,

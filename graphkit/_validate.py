@@ -46,7 +46,8 @@ class Issue:
         graph: Which graph ("main graph" or a path into a subgraph).
         node: The node's name or label, if one is involved.
         tensor: The tensor's name, if one is involved.
-        hint: What to do about it.
+        hint: What to do about it, in the API's words.
+        cli_hint: The same in the command line's words, where they differ (the CLI prints it instead).
     """
 
     severity: str
@@ -56,6 +57,7 @@ class Issue:
     node: str | None = None
     tensor: str | None = None
     hint: str | None = None
+    cli_hint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -173,7 +175,8 @@ def check_or_raise(model: Model, *, what: str = "the result", full_check: bool =
     more = f" (and {len(report.errors) - 3} more)" if len(report.errors) > 3 else ""
     raise InvalidModelError(
         f"{what} would be invalid: " + "; ".join(i.message for i in first) + more,
-        hint=first[0].hint or "run 'python -m graphkit check' on the input for details",
+        hint=first[0].hint or "gk.validate(model) lists every problem",
+        cli_hint=first[0].cli_hint or first[0].hint or "run 'python -m graphkit check' on the input for details",
     )
 
 
@@ -269,7 +272,9 @@ def require_sound(model: Model, *, allow: tuple[str, ...] = ("unsorted",)) -> No
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     raise InvalidModelError(
         f"{model.name} is invalid: {errors[0].message}{more}",
-        hint=(errors[0].hint or "") + f"; 'python -m graphkit check {model.path or 'MODEL'}' lists every problem",
+        hint=(errors[0].hint or "") + "; gk.validate(model) lists every problem",
+        cli_hint=(errors[0].cli_hint or errors[0].hint or "")
+        + f"; 'python -m graphkit check {model.path or 'MODEL'}' lists every problem",
     )
 
 
@@ -380,7 +385,8 @@ def _check_domains(proto: onnx.ModelProto, issues: list[Issue]) -> None:
                 "missing-opset-import",
                 f"domain {domain or 'ai.onnx'!r} is used (first by {first}) but the model imports no opset for it",
                 node=first,
-                hint=f"add an opset import for {domain!r} (python -m graphkit edit … --set-opset {domain}=1)",
+                hint=f"add an opset import for {domain!r} (set_opset(model, {domain!r}, 1))",
+                cli_hint=f"add an opset import for {domain!r} (python -m graphkit edit … --set-opset {domain}=1)",
             )
         )
 
@@ -437,7 +443,7 @@ def _check_graph(graph: onnx.GraphProto, outer: frozenset[str], where: str, issu
         try:
             index.topological_order()
         except CycleError as err:
-            issues.append(Issue("error", "cycle", err.message, where, hint=err.hint))
+            issues.append(Issue("error", "cycle", err.message, where, hint=err.hint, cli_hint=err.cli_hint))
     for out in graph.output:
         if out.name not in seen or (not out.name and "" not in defined_up_front):
             issues.append(
@@ -586,7 +592,8 @@ def _check_dims(graph: onnx.GraphProto, where: str, issues: list[Issue]) -> None
                 total *= max(d, 1)
             if any(d < 0 for d in dims) or total > ABSURD_ELEMENTS:
                 issues.append(Issue("error", "absurd-shape", f"{kind} {value.name!r} has an impossible shape {dims}",
-                                    where, tensor=value.name, hint="fix the shape (graphkit edit --fixed/--dynamic)"))
+                                    where, tensor=value.name, hint="fix the shape (set_dims)",
+                                    cli_hint="fix the shape (graphkit edit --fixed/--dynamic)"))
 
 
 def _dangling_hint(name: str, known: set[str]) -> str:
@@ -608,7 +615,7 @@ def _check_unused(index: GraphIndex, read: set[str], where: str, issues: list[Is
                     f"initializer {name!r} is never read",
                     where,
                     tensor=name,
-                    hint="remove it with 'python -m graphkit edit … --cleanup'",
+                    hint="remove it with cleanup(model)", cli_hint="remove it with 'python -m graphkit edit … --cleanup'",
                 )
             )
     for name in index.inputs:
@@ -620,7 +627,8 @@ def _check_unused(index: GraphIndex, read: set[str], where: str, issues: list[Is
                     f"graph input {name!r} is never read",
                     where,
                     tensor=name,
-                    hint="remove it with 'python -m graphkit edit … --cleanup' if it is not needed",
+                    hint="remove it with cleanup(model) if it is not needed",
+                    cli_hint="remove it with 'python -m graphkit edit … --cleanup' if it is not needed",
                 )
             )
 

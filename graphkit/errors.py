@@ -162,6 +162,7 @@ def not_found(
     pool = list(candidates)
     location = f" in {where}" if where else ""
     suggestion = did_you_mean(name, pool)
+    cli_hint = None
     if suggestion:
         hint = suggestion
     elif pool:
@@ -169,7 +170,9 @@ def not_found(
         lister = _INSPECT_FLAG.get(what, " --tensors" if "tensor" in what else None)
         if lister is not None:
             path = where if where and where.endswith(".onnx") and "'" not in where else "MODEL"
-            hint = f"'python -m graphkit inspect {path}{lister}' lists the names; " + hint
+            cli_hint = f"'python -m graphkit inspect {path}{lister}' lists the names; " + hint
+            api = "gk.list_nodes(model)" if lister else "gk.summarize(model)"
+            hint = f"{api} lists the names; " + hint
     else:
         hint = f"the model has no {what} names at all"
-    return kind(f"no {what} named {name!r}{location}", hint=hint)
+    return kind(f"no {what} named {name!r}{location}", hint=hint, cli_hint=cli_hint)

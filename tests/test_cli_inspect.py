@@ -86,15 +86,17 @@ def test_unknown_node_hint_names_inspect_nodes() -> None:
     from graphkit.errors import NodeNotFoundError, not_found
 
     err = not_found(NodeNotFoundError, "node", "zzzzzzzz", ["conv_a", "conv_b"], where="m.onnx")
-    assert err.hint.startswith("'python -m graphkit inspect m.onnx --nodes' lists the names")
+    assert (err.cli_hint or "").startswith("'python -m graphkit inspect m.onnx --nodes' lists the names")
+    assert (err.hint or "").startswith("gk.list_nodes(model) lists the names")
     err = not_found(NodeNotFoundError, "graph input", "zzzzzzzz", ["input_a"])
-    assert err.hint.startswith("'python -m graphkit inspect MODEL' lists the names")
+    assert (err.cli_hint or "").startswith("'python -m graphkit inspect MODEL' lists the names")
+    assert (err.hint or "").startswith("gk.summarize(model) lists the names")
 
 
 def test_split_at_an_input_hint_names_inspect_tensors() -> None:
     with pytest.raises(gk.UsageError) as err:
         gk.split(gk.load(fixture("whole_model.onnx")), at=["input.1"])
-    assert "inspect MODEL --tensors" in err.value.hint
+    assert "inspect MODEL --tensors" in (err.value.cli_hint or "") and "gk.list_nodes(model)" in (err.value.hint or "")
 
 
 def test_every_hint_pointing_at_inspect_names_a_flag_or_the_summary() -> None:
@@ -117,4 +119,5 @@ def test_duplicate_node_name_hint_names_inspect_nodes() -> None:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
     with pytest.raises(gk.EditError) as err:
         gk.set_op_type(gk.Model(helper.make_model(graph)), node="dup", op_type="Sigmoid")
-    assert "'#3'" in err.value.hint and "inspect MODEL --nodes' lists the positions" in err.value.hint
+    assert "'#3'" in (err.value.hint or "") and "gk.list_nodes(model) lists the positions" in (err.value.hint or "")
+    assert "inspect MODEL --nodes' lists the positions" in (err.value.cli_hint or "")

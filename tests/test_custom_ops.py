@@ -86,7 +86,7 @@ def test_a_failing_python_op_names_the_op_the_node_and_the_error(tmp_path: Path)
                    "def my_add(a, b):\n    raise ValueError('boom')\n")
     with pytest.raises(gk.RuntimeFailure) as err:
         gk.compare(_my_add_custom(), backend="reference", candidate_backend="ort-noopt", python_ops=[ops])
-    assert "my::my_add" in err.value.message and "boom" in err.value.message and "--python-ops" in err.value.hint
+    assert "my::my_add" in err.value.message and "boom" in err.value.message and "--python-ops" in (err.value.cli_hint or "") and "python_ops=" in (err.value.hint or "")
 
 
 def test_python_ops_file_errors_are_usage_errors(tmp_path: Path) -> None:

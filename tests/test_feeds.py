@@ -87,7 +87,7 @@ def test_unreadable_feed_files_are_clear_errors(tmp_path: Path, filename: str, c
 def test_missing_feed_file(tmp_path: Path) -> None:
     with pytest.raises(gk.FeedError) as err:
         load_feeds([f"x={tmp_path / 'nope.npy'}"])
-    assert "nope.npy" in err.value.message and "--input" in err.value.hint
+    assert "nope.npy" in err.value.message and "--input" in (err.value.cli_hint or "")
 
 
 def test_nameless_arrays_are_matched_by_stem_test_data_index_or_single_input(tmp_path: Path) -> None:

@@ -179,7 +179,8 @@ def test_shape_errors_name_the_input_and_the_fix() -> None:
     assert "'xx'" in err.value.message and "'x'" in err.value.hint
     with pytest.raises(gk.UsageError) as err:
         gk.list_nodes(transformer(), shapes={"x": [1, 2]})
-    assert "2 dims given, the input has 3" in err.value.message
+    assert "has 2 dims; the input has 3" in err.value.message
+    assert "shapes={'x': [1, 1, 32]}" in (err.value.hint or "") and "--shape x=1x1x32" in (err.value.cli_hint or "")
     with pytest.raises(gk.UsageError) as err:
         gk.list_nodes(transformer(), shapes={"x": [1, 2, 5]})
     assert "dim 2 is fixed to 32" in err.value.message

@@ -54,7 +54,9 @@ def _find_node(model: Model, proto: onnx.ModelProto, name: str) -> _Found:
         places = ", ".join(sorted({h.where for h in hits}))
         raise EditError(f"{len(hits)} nodes are named {name!r} in {model.name} ({places})",
                         hint="name a main-graph node by its position instead, e.g. '#3' or 'Conv#0' "
-                             "('python -m graphkit inspect MODEL --nodes' lists the positions)")
+                             "(gk.list_nodes(model) lists the positions)",
+                        cli_hint="name a main-graph node by its position instead, e.g. '#3' or 'Conv#0' "
+                                 "('python -m graphkit inspect MODEL --nodes' lists the positions)")
     if hits:
         return hits[0]
     index = _position_in(list(proto.graph.node), name, model.name, "the main graph")
@@ -223,7 +225,9 @@ def _finish(before: Model, proto: onnx.ModelProto, *, check: bool, what: str, ba
                          what, before.name)
             else:
                 raise EditError(err.message, hint="undo this edit, or make the nodes it feeds agree with it "
-                                                  "(--set-attribute, --fixed, --remove-node)") from err
+                                                  "(set_attribute, set_dims, remove_node)",
+                                cli_hint="undo this edit, or make the nodes it feeds agree with it "
+                                         "(--set-attr, --fixed, --remove-node)") from err
     if check:
         check_or_raise(result, what=f"the model after {what}")
     return result

@@ -151,8 +151,9 @@ def _check_relabelled(proto: onnx.ModelProto, domain: str, version: int) -> None
             _check_op_fits(proto, node, node.op_type, domain, keep_attributes=True)
         except (EditError, NameNotFoundError) as err:
             raise EditError(f"set_opset only relabels the import, and under opset {version} {err.message}",
-                            hint=f"convert the model instead: python -m graphkit convert IN OUT --opset {version} "
-                                 f"(gk.convert_opset(model, {version}))") from err
+                            hint=f"convert the model instead: gk.convert_opset(model, {version})",
+                            cli_hint=f"convert the model instead: python -m graphkit convert IN OUT --opset {version}"
+                            ) from err
 
 
 @_noop_returns_input

@@ -146,8 +146,10 @@ def replace_dim(model: Model, /, dim: int | str, new: int | str, *, axis: int | 
               and (axis is None or i == axis % len(dims))]
         if len(at) > 1 and isinstance(dim, int):
             raise EditError(f"{value.name!r} has size {dim} at axes {at}; which of them is meant cannot be guessed",
-                            hint=f"give the axis (--dynamic-dim {dim}@AXIS={new}, replace_dim(..., axis=)) or use "
-                                 f"--dynamic {value.name}:AXIS={new}")
+                            hint=f"give the axis (replace_dim(model, {dim}, {new!r}, axis=AXIS)) or use "
+                                 f"set_dims(model, {value.name!r}, {{AXIS: {new!r}}})",
+                            cli_hint=f"give the axis (--dynamic-dim {dim}@AXIS={new}) or use "
+                                     f"--dynamic {value.name}:AXIS={new}")
         hits.extend((value, dims[i]) for i in at)
     if not hits:
         raise not_found(TensorNotFoundError, "graph input or output dim", str(dim),

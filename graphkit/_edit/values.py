@@ -99,7 +99,9 @@ def _coerce(value: Any, dtype: np.dtype, shape: Sequence[Dim] | None, what: str,
         array = np.asarray(value)
         if array.dtype != dtype:
             raise EditError(f"{what} is {dtype.name}; the new value is {array.dtype.name}",
-                            hint=f"convert the value to {dtype.name} (e.g. np.save('v.npy', v.astype('{dtype.name}')))")
+                            hint=f"convert the value to {dtype.name} (value.astype('{dtype.name}'))",
+                            cli_hint=f"give a value of dtype {dtype.name} (a .npy file saved from an array of that "
+                                     "dtype)")
     else:
         try:
             array = np.asarray(value, dtype=dtype)

@@ -149,7 +149,7 @@ def _parse_value(text: str, input_names: Sequence[str]) -> tuple[str, Any]:
     if not splits:
         raise UsageError(f"--value {text!r}: expected NAME=JSON", hint=hint)
     missing = not_found(TensorNotFoundError, "graph input", name, input_names)
-    raise UsageError(f"--value {text!r}: {missing.message}", hint=missing.hint or hint)
+    raise UsageError(f"--value {text!r}: {missing.message}", hint=missing.cli_hint or missing.hint or hint)
 
 
 def _value_array(text: str, value: Any, dtype: np.dtype | None) -> np.ndarray:

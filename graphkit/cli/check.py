@@ -22,15 +22,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     report = validate(_common.load(args.model), checker=args.checker)
     if args.json:
-        _render.json_out(report.to_dict())
+        data = report.to_dict()
+        for issue in data["issues"]:  # (the command line's words)
+            issue["hint"] = issue.pop("cli_hint") or issue["hint"]
+        _render.json_out(data)
     else:
         issues = _fold_unsorted(list(report.issues), show_all=args.show_all)
         shown = _render.capped(issues, LIMIT, show_all=args.show_all)
         for issue in shown:
             _render.text(f"{issue.severity}: [{issue.code}] {issue.message}" + (
                 f" (in {issue.graph})" if issue.graph != "main graph" else ""))
-            if issue.hint:
-                _render.text(f"  hint: {issue.hint}")
+            if issue.cli_hint or issue.hint:
+                _render.text(f"  hint: {issue.cli_hint or issue.hint}")
         _render.more(len(shown), len(issues))
         verdict = "OK" if report.passed else "FAILED"
         _render.text(f"{verdict}: {report.model}: {len(report.errors)} error(s), {len(report.warnings)} warning(s); "
@@ -57,5 +60,5 @@ def _fold_unsorted(issues: list[Issue], *, show_all: bool) -> list[Issue]:
             out.append(issue)
         elif issue is found[0]:
             out.append(replace(issue, message=f"{len(found)} nodes are out of order (the first: {issue.message})",
-                               hint="run 'python -m graphkit toposort IN OUT'; --all lists each node"))
+                               hint="run 'python -m graphkit toposort IN OUT'; --all lists each node", cli_hint=None))
     return out
