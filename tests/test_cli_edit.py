@@ -442,6 +442,45 @@ def test_a_recipe_replays_every_new_edit(tmp_path: Path, capsys: pytest.CaptureF
     np.testing.assert_allclose(got["norm_out"], normed, rtol=1e-4, atol=1e-5)
 
 
+def test_a_recipe_replays_a_side_by_side_merge_and_edits_inside_a_function(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    gk.save(gk.parse_model("""
+        <ir_version: 8, opset_import: ["" : 17, "local" : 1]>
+        net (float[4] x) => (float[4] y) {
+            t = local.Block(x)
+            y = Relu(t)
+        }
+        <domain: "local", opset_import: ["" : 17]>
+        Block (a) => (b) {
+            two = Constant<value = float[1] {2.0}>()
+            scaled = Mul(a, two)
+            b = LeakyRelu<alpha = 0.5>(scaled)
+        }"""), tmp_path / "net.onnx")
+    gk.save(gk.parse_model("""
+        <ir_version: 8, opset_import: ["" : 17]>
+        head (float[4] x) => (float[4] z) {
+            z = Neg(x)
+        }"""), tmp_path / "head.onnx")
+    np.save(tmp_path / "one.npy", np.ones(1, np.float32))
+    (tmp_path / "r.yaml").write_text("""
+- {op: merge, other: head.onnx}
+- {op: set_attribute, node: Block/LeakyRelu#0, attribute: alpha, value: 0.25}
+- {op: rename_tensor, old: Block/scaled, new: tripled}
+- {op: insert_node, after: Block/tripled, op_type: Sub, inputs: [{npy: one.npy}]}
+- {op: set_initializer, tensor: Block/two, value: [3.0]}
+- {op: replace_op, old_op: Neg, new_op_type: Abs}
+""")
+    out = tmp_path / "out.onnx"
+    assert main(["edit", str(tmp_path / "net.onnx"), str(out), "--recipe", str(tmp_path / "r.yaml")]) == 0, \
+        capsys.readouterr().err
+    x = np.array([-2.0, -1.0, 1.0, 2.0], np.float32)
+    got = gk.run(gk.load(out), {"x": x})
+    assert list(got) == ["y", "z"] and [i.name for i in gk.load(out).graph.input] == ["x"]
+    leaky = np.where(3 * x - 1 > 0, 3 * x - 1, 0.25 * (3 * x - 1))
+    np.testing.assert_allclose(got["y"], np.maximum(leaky, 0))
+    np.testing.assert_allclose(got["z"], np.abs(x))
+
+
 def test_replace_span_with_a_looping_link_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     loop = tmp_path / "loop.onnx"
     loop.symlink_to(loop)  # (found by the fuzz campaign: a RuntimeError traceback)

@@ -68,6 +68,8 @@ def test_replace_slashes_and_prefix_nodes_only() -> None:
     assert [n.name for n in everything.lazy_proto.graph.node] == ["p:enc.relu", "p:enc.neg"]
     x = np.array([-1.0, 2.0], np.float32)
     assert np.allclose(gk.run(everything, feeds={"p:x": x})["p:y"], [0.0, -2.0])
+    for renamed in (slashes, nodes):
+        assert np.allclose(gk.run(renamed, feeds={"x": x})["y"], [0.0, -2.0])
 
 
 def test_collisions_are_listed() -> None:
