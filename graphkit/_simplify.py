@@ -1252,5 +1252,7 @@ def inline_branches(model: Model, /, *, check: bool = True) -> Model:
         InvalidModelError: The result is invalid.
     """
     return _as_edit(model, ["branches"], what="inline_branches", check=check,
-                    hint="no If has a constant condition (an initializer); --fold-constants first folds a "
-                         "condition computed from constants")
+                    hint="no If has a constant condition (an initializer); fold_constants first folds a "
+                         "condition computed from constants",
+                    cli_hint="no If has a constant condition (an initializer); --fold-constants first folds a "
+                             "condition computed from constants")

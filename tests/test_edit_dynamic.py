@@ -275,7 +275,8 @@ g (float[1, 3, 1, 1] x) => (float[1, 3, 1, 1] y) {
 }""")
     with pytest.raises(gk.EditError) as err:
         gk.replace_dim(model, 1, "batch")
-    assert "'x' has size 1 at axes [0, 2, 3]" in str(err.value) and "1@AXIS=batch" in err.value.hint
+    assert "'x' has size 1 at axes [0, 2, 3]" in str(err.value) and "1@AXIS=batch" in (err.value.cli_hint or "")
+    assert "replace_dim(model, 1, 'batch', axis=AXIS)" in (err.value.hint or "")
     dynamic = gk.replace_dim(model, 1, "batch", axis=0)
     assert _dims(dynamic, "x") == ["batch", 3, 1, 1] and _dims(dynamic, "y") == ["batch", 3, 1, 1]
     source, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
