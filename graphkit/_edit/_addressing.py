@@ -84,17 +84,19 @@ def _function_graph(func: onnx.FunctionProto) -> onnx.GraphProto:
     return holder
 
 
-def _function_tensor(model: Model, proto: onnx.ModelProto, name: str) -> _Found | None:
+def _function_tensor(proto: onnx.ModelProto, name: str) -> _Found | None:
     """``FUNCTION/TENSOR``: a tensor of a local function (a formal input or output, or what its nodes read
     or write) as a ``_Found`` whose ``graph`` holds the function's nodes and ``index`` is -1; None when
-    some graph of the model defines ``name`` itself (a graph's own tensor wins) or no function has it."""
+    no function has it or some graph of the model defines ``name`` itself (a graph's own tensor wins)."""
     function, sep, inner = name.partition("/")
-    if not sep or not inner or any(name in GraphIndex(g).defined for g, _ in iter_graphs(proto.graph)):
+    if not sep or not inner:
         return None
     for func in proto.functions:
         if function in (func.name, f"{func.domain}::{func.name}"):
             names = {*func.input, *func.output, *(t for n in func.node for t in (*n.input, *n.output))}
             if inner in names - {""}:
+                if any(name in GraphIndex(g).defined for g, _ in iter_graphs(proto.graph)):
+                    return None
                 return _Found(_function_graph(func), -1, f"function {func.name!r}", func)
     return None
 
@@ -105,7 +107,7 @@ def _refuse_function_tensor(model: Model, proto: onnx.ModelProto, name: str, wha
     Raises:
         EditError: ``name`` is a tensor of a local function.
     """
-    found = _function_tensor(model, proto, name)
+    found = _function_tensor(proto, name)
     if found is None:
         return
     assert found.function is not None

@@ -52,7 +52,7 @@ def rename_tensor(model: Model, /, old: str, new: str, *, check: bool = True) ->
     argcheck.name(new, "new", what="tensor name", empty=True)
     argcheck.boolean(check, "check")
     proto = model.copy().lazy_proto
-    inside = _function_tensor(model, proto, old)
+    inside = _function_tensor(proto, old)
     if inside is not None:
         return _rename_in_function(model, proto, inside, old, new, check=check)
     scope, _ = _find_scope(model, proto, old, what="rename_tensor")

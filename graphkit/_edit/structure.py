@@ -228,7 +228,7 @@ def insert_node(model: Model, /, after: str, op_type: str, *,
     argcheck.name(domain, "domain", what="domain", empty=True)
     argcheck.boolean(check, "check")
     proto = model.copy().lazy_proto
-    inside = _function_tensor(model, proto, after)  # FUNCTION/TENSOR: insert inside a local function
+    inside = _function_tensor(proto, after)  # FUNCTION/TENSOR: insert inside a local function
     if inside is not None:
         graph, after = inside.graph, after.partition("/")[2]
         taken, node_names = graph_tensor_names(graph), {n.name for n in graph.node if n.name}

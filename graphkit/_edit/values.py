@@ -57,7 +57,7 @@ def set_initializer(model: Model, /, tensor: str, value: Any, *, allow_reshape: 
     argcheck.boolean(allow_reshape, "allow_reshape")
     argcheck.boolean(check, "check")
     proto = model.copy().lazy_proto
-    inside = _function_tensor(model, proto, name)  # a Constant inside a local function: FUNCTION/TENSOR
+    inside = _function_tensor(proto, name)  # a Constant inside a local function: FUNCTION/TENSOR
     graph = inside.graph if inside is not None else _find_scope(model, proto, name, what="set_initializer")[0]
     current = _constant_tensor(model, graph, name.partition("/")[2] if inside is not None else name)
     array = _as_value(value, current, f"initializer {name!r}", allow_reshape=allow_reshape)
