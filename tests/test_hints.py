@@ -266,6 +266,12 @@ CASES = [
     Case("convert keep an unknown node", lambda t: ["convert", f(W), str(t / "o.onnx"), "--float16", "--keep-node",
                                                     "zzzzzzzzzzzzzzzz"],
          lambda t: gk.to_float16(load(W), keep_node=["zzzzzzzzzzzzzzzz"]), "'zzzzzzzzzzzzzzzz'"),
+    Case("convert to an opset ONNX does not know", lambda t: ["convert", f(W), str(t / "o.onnx"), "--opset", "99"],
+         lambda t: gk.convert_opset(load(W), 99), "99"),
+    Case("convert an operator the converter cannot", lambda t: ["convert", f(W), str(t / "o.onnx"), "--opset", "3"],
+         lambda t: gk.convert_opset(load(W), 3), "no adapter"),
+    Case("simplify a model that contradicts itself", lambda t: ["simplify", str(_contradiction(t)), str(t / "o.onnx")],
+         lambda t: gk.simplify(gk.load(_contradiction(t))), "contradicts"),
     Case("diff missing file", lambda t: ["diff", f(W), str(t / "nope.onnx")], None, "nope.onnx"),
 ]
 

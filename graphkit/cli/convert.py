@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
 from graphkit._convert import Float16Conversion, to_float16_with_report
 from graphkit._mixed import MIXED_TOLERANCE, MixedPrecision, auto_mixed_precision
@@ -51,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model", metavar="IN", help="the .onnx file to convert")
     p.add_argument("output", help="where to write the converted model")
     p.add_argument("--float16", action="store_true", help="convert float32 weights and computation to float16")
-    p.add_argument("--opset", type=whole(lo=1), metavar="N",
+    p.add_argument("--opset", type=whole(lo=1, hi=onnx.defs.onnx_opset_version), metavar="N",
                    help="convert to ai.onnx opset N (up or down); the result's outputs are checked against the input's")
     p.add_argument("--keep-io-types", action="store_true",
                    help="keep float32 graph inputs and outputs float32 (Casts inside the model)")
