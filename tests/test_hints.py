@@ -29,7 +29,7 @@ _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 _FLAG_AND_VALUE = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*(?:[ =](?:'[^']*'|\"[^\"]*\"|\S+))?")
 #: What Python looks like: a keyword argument, a boolean or None as a word, a call of the API.
 _API_FUNCTIONS = "|".join(sorted(n for n in gk.__all__ if n[0].islower()))
-_PYTHON = re.compile(rf"\b[a-z_]+=(?:True|False|None|[\[{{('\"]|\d)|\b(?:True|False)\b|\bgk\.\w+|"
+_PYTHON = re.compile(rf"\b[a-z_]+=(?:True|False|None|[\[{{('\"]|\d|(?=[\s,;)]|$))|\b(?:True|False)\b|\bgk\.\w+|"
                      rf"\b(?:{_API_FUNCTIONS})\(")
 
 
@@ -206,6 +206,8 @@ CASES = [
     Case("edit set-opset relabel", lambda t: ["edit", str(_broadcast_add(t)), str(t / "o.onnx"), "--set-opset",
                                               "ai.onnx=7"],
          lambda t: gk.set_opset(gk.load(_broadcast_add(t)), "", 7), "relabels"),
+    Case("edit an opset ONNX does not know", lambda t: ["edit", f(W), str(t / "o.onnx"), "--set-opset", "ai.onnx=99"],
+         lambda t: gk.set_opset(load(W), "", 99), "has no opset 99"),
     Case("edit ambiguous dim", lambda t: ["edit", f("model_static.onnx"), str(t / "o.onnx"), "--dynamic-dim", "10=side"],
          lambda t: gk.replace_dim(load("model_static.onnx"), 10, "side"), "cannot be guessed"),
     Case("edit no change", lambda t: ["edit", f("linear_func.onnx"), str(t / "o.onnx"), "--cleanup"],
@@ -215,6 +217,11 @@ CASES = [
     Case("edit set-dtype unknown", lambda t: ["edit", f(W), str(t / "o.onnx"), "--set-dtype",
                                               "zzzzzzzzzzzzzzzz=float16"],
          lambda t: gk.set_dtype(load(W), "zzzzzzzzzzzzzzzz", "float16"), "'zzzzzzzzzzzzzzzz'"),
+    Case("edit an empty prefix", lambda t: ["edit", f(W), str(t / "o.onnx"), "--prefix", ""],
+         lambda t: gk.rename_pattern(load(W), prefix=""), "needs a pattern or a prefix"),
+    Case("edit a pattern that is no regular expression", lambda t: ["edit", f(W), str(t / "o.onnx"),
+                                                                     "--rename-pattern", "(=x"],
+         lambda t: gk.rename_pattern(load(W), "(", "x"), "not a valid regular expression"),
     Case("edit the only output", lambda t: ["edit", f("linear_func.onnx"), str(t / "o.onnx"), "--remove-output",
                                             "output"],
          lambda t: gk.remove_output(load("linear_func.onnx"), "output"), "only graph output"),
@@ -349,6 +356,7 @@ def test_every_hint_in_the_package_speaks_its_callers_language() -> None:
 def test_the_word_checks_tell_python_from_flags() -> None:
     assert python_words("remove its readers too (downstream=True)") == ["downstream=True"]
     assert python_words("use gk.split(model, parts=3)") == ["gk.split", "parts=3"]
+    assert python_words("give pattern= (and replacement=), or prefix=") == ["pattern=", "replacement=", "prefix="]
     assert python_words("e.g. --value ids=[[1,2,3]] or --set-attr /conv.group=1") == []
     assert python_words("drop this edit, or pass --allow-noop") == []
     assert flags("give its shape, e.g. shapes={'x': [1, 3]}") == []

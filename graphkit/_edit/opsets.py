@@ -63,6 +63,16 @@ def set_op_type(model: Model, /, node: str, op_type: str, domain: str | None = N
     return _finish(model, proto, check=check, what=f"set_op_type {node}", retype=True)
 
 
+def _newest_opset(domain: str) -> int | None:
+    """The newest opset of a standard domain that this onnx knows (None: a custom domain)."""
+    if domain not in STANDARD_DOMAINS:
+        return None
+    if domain == "":
+        return int(onnx.defs.onnx_opset_version())
+    versions = [int(s.since_version) for s in onnx.defs.get_all_schemas_with_history() if s.domain == domain]
+    return max(versions) if versions else None
+
+
 def _relabel(node: onnx.NodeProto, op_type: str, domain: str) -> None:
     """Give the node its new operator, leaving fields that already say so untouched (writing
     ``domain=""`` onto a node that had no domain field would make a no-op look like a change)."""
@@ -258,6 +268,10 @@ def set_opset(model: Model, /, domain: str, version: int | None, *, check: bool 
         if isinstance(version, bool) or int(version) < 1:
             raise EditError(f"opset version {version!r} for {domain or 'ai.onnx'!r} is not valid",
                             hint="give a version >= 1")
+        newest = _newest_opset(dom)
+        if newest is not None and int(version) > newest:
+            raise EditError(f"{dom or 'ai.onnx'} has no opset {version}: the newest this ONNX ({onnx.__version__}) "
+                            f"knows is {newest}", hint=f"give a version from 1 to {newest}")
         entry = next((o for o in proto.opset_import if _norm_domain(o.domain) == dom), None)
         if entry is None:
             proto.opset_import.append(helper.make_opsetid(dom, int(version)))

@@ -156,7 +156,7 @@ def _compile(pattern: str) -> re.Pattern[str]:
     try:
         return re.compile(pattern)
     except re.error as err:
-        raise UsageError(f"pattern= {pattern!r} is not a valid regular expression: {err}",
+        raise UsageError(f"the pattern {pattern!r} is not a valid regular expression: {err}",
                          hint="write a Python regular expression, e.g. '^/model/' or '/' (escape '.' as '\\.')") from err
 
 
@@ -235,7 +235,8 @@ def rename_pattern(model: Model, /, pattern: str = "", replacement: str = "", *,
     argcheck.boolean(check, "check")
     if not pattern and not prefix:
         raise UsageError("rename_pattern needs a pattern or a prefix",
-                         hint="give pattern= (and replacement=), or prefix=")
+                         hint="give pattern= (and replacement=), or prefix=",
+                         cli_hint="give --rename-pattern REGEX=REPLACEMENT, or --prefix P with a non-empty P")
     rename = renamer(pattern, replacement, prefix)
     proto = model.copy().lazy_proto
     tensors = _mapping(graph_tensor_names(proto.graph), rename, "tensor") if scope in ("tensors", "all") else {}
