@@ -505,11 +505,16 @@ def _types_of(state: _State, graph: onnx.GraphProto, names: list[str], *, top: b
     """Types of ``names``: the typing engine for the main graph, what a body declares for a body.
     ``declared=False`` infers them from the graph inputs' types instead of believing value_info."""
     if top:
+        # (a graph input's declared type is its type: asking inference for it would find it vague and
+        # fall through to ONNX Runtime's symbolic inference, importing onnxruntime for nothing)
+        given = {v.name: v.type for v in graph.input if v.name in set(names)}
         try:
-            return tensor_types(state.current(), names, declared=declared, observe=False).types
+            found = tensor_types(state.current(), [n for n in names if n not in given], declared=declared,
+                                 observe=False).types
         except GraphkitError as err:
             log.info("simplify: cannot type the inputs of Shape nodes: %s", err)
-            return {}
+            return given
+        return {**found, **given}
     values = [*graph.input, *graph.value_info, *graph.output] if declared else list(graph.input)
     known = {v.name: v.type for v in values}
     for tensor in graph.initializer:
