@@ -993,7 +993,14 @@ def _scopes(state: _State) -> list[tuple[onnx.GraphProto, dict[str, onnx.TensorP
     return found
 
 
+def _has_op(state: _State, op_type: str) -> bool:
+    """Whether any graph has a node of ``op_type`` (a scan that spares the passes' constant maps)."""
+    return any(n.op_type == op_type for graph, _ in iter_graphs(state.proto.graph) for n in graph.node)
+
+
 def _pass_gemm(state: _State) -> int:
+    if not _has_op(state, "MatMul"):
+        return 0
     count = 0
     for graph, consts, top in _scopes(state):
         names = _rewrite.gemm_candidates(graph, consts)
@@ -1009,6 +1016,8 @@ def _pass_gemm(state: _State) -> int:
 
 
 def _pass_branches(state: _State) -> int:
+    if not _has_op(state, "If"):
+        return 0
     top = state.proto.graph
     count = 0
     for graph, consts, is_top in _scopes(state):
