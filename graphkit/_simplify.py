@@ -1020,7 +1020,7 @@ def _pass_branches(state: _State) -> int:
         return 0
     top = state.proto.graph
     count = 0
-    for graph, consts, is_top in _scopes(state):
+    for graph, consts, is_top in reversed(_scopes(state)):  # (bodies first: a branch is inlined simplified)
         if not any(n.op_type == "If" for n in graph.node) or (state.old_ir and not is_top):
             continue
         known = len(graph.initializer)

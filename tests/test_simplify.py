@@ -616,3 +616,22 @@ def test_projections_of_one_static_input_share_one_reshape_into_gemms() -> None:
 def test_projections_stay_with_dynamic_dims_or_alone() -> None:
     assert "Gemm" not in ops(gk.simplify(projections(["batch", 4, 8], 3)))  # (the 2-D rows are not known)
     assert "Gemm" not in ops(gk.simplify(projections([1, 4, 8], 1)))  # (one projection: nothing saved)
+
+
+def test_a_constant_if_inside_a_taken_branch_goes_too() -> None:
+    model = parse("""
+g (float[2] x) => (float[2] y) <bool yes = {1}, bool no = {0}, float[2] k = {1.0, 2.0}> {
+  y = If(yes) <
+    then_branch = t () => (float[2] a) {
+      a = If(no) <
+        then_branch = t2 () => (float[2] b) { b = Neg(x) },
+        else_branch = e2 () => (float[2] c) { c = Add(x, k) }
+      >
+    },
+    else_branch = e () => (float[2] d) { d = Abs(x) }
+  >
+}""")
+    result = gk.simplify_with_report(model)
+    assert ops(result.model) == ["Add"] and result.changes["branches"] == 2
+    assert result.model.graph.node[0].output[0] == "y"
+    assert_same_values(model, result.model, rtol=0)
