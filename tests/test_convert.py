@@ -394,3 +394,40 @@ def test_a_function_body_node_can_be_kept_by_name() -> None:
     assert [n.op_type for n in body.node].count("Cast") == 2  # into and out of the float32 Sigmoid
     errors = _relative_error(gk.Model(named), report.model, io_float16=True)
     assert max(errors.values()) < 2e-3, errors
+
+
+def test_a_weight_store_converts_each_external_weight_once_across_conversions() -> None:
+    import gc
+
+    from graphkit._convert import WeightStore, convert_float16
+
+    model = gk.load(fixture("ext_weights/model.onnx"))
+    x = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=3))
+    store = WeightStore()
+    data = store.folder / "weights.data"
+
+    def convert(keep: dict[int, str], into: WeightStore) -> gk.Model:
+        return convert_float16(model, keep_io_types=True, keep_op=[], keep_node=[], keep_main=keep, store=into).model
+
+    first = convert({}, store)
+    half = data.stat().st_size
+    assert 32768 // 2 <= half < 32768  # every weight once, in float16 (fc1.weight alone is 16 KiB)
+    kept = convert({0: "kept"}, store)  # /fc1/MatMul float32: its weight copied in once, as it is
+    grown = data.stat().st_size
+    assert grown - half >= 32768
+    again = [convert({}, store), convert({0: "kept"}, store)]
+    assert data.stat().st_size == grown  # nothing written again
+    plain = gk.to_float16(model, keep_io_types=True)
+    np.testing.assert_array_equal(gk.run(first, x)["y"], gk.run(plain, x)["y"])
+    np.testing.assert_array_equal(gk.run(again[0], x)["y"], gk.run(plain, x)["y"])
+    by_name = gk.to_float16(model, keep_io_types=True, keep_node=["/fc1/MatMul"])
+    np.testing.assert_array_equal(gk.run(kept, x)["y"], gk.run(by_name, x)["y"])
+    store.hand_over(first)
+    folder = store.folder
+    del store, kept, again
+    gc.collect()
+    assert folder.exists()
+    np.testing.assert_array_equal(gk.run(first, x)["y"], gk.run(plain, x)["y"])  # the model owns it now
+    del first
+    gc.collect()
+    assert not folder.exists()

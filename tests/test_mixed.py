@@ -159,3 +159,23 @@ def test_light_models_keep_nothing_in_two_runs(name: str) -> None:
     want, got = gk.run(model, x), gk.run(result.model, {k: v.astype(np.float16) for k, v in x.items()})
     for name_, value in want.items():
         np.testing.assert_allclose(got[name_].astype(np.float32), value, atol=1e-3, rtol=1e-2)
+
+
+def test_an_if_whose_bodies_read_the_lossy_tensor_is_measured_with_its_bodies() -> None:
+    model = gk.parse_model("""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[4] x, bool c) => (float[4] y) {
+            k = Constant <value = float[1] {1000.3}> ()
+            t = Constant <value = float[1] {1000.0}> ()
+            r = Relu (x)
+            a = Add (r, k)
+            y = If (c) <then_branch = g1 () => (float[4] o1) { o1 = Sub (a, t) },
+                        else_branch = g2 () => (float[4] o2) { h = Sub (a, t)
+                                                               o2 = Neg (h) }>
+        }""")
+    feeds = {"x": np.array([0.1, 0.2, 0.3, 0.4], np.float32), "c": np.array(True)}
+    result = gk.auto_mixed_precision(model, keep_io_types=True, feeds=feeds)
+    assert result.passed and result.measured == result.candidates == 3  # Relu, Add and the If (its bodies inside)
+    assert [(k.node, k.op_type) for k in result.kept] == [("#3", "Add")]
+    assert result.kept[0].local_max_abs == pytest.approx(0.2, abs=1e-3)
+    np.testing.assert_allclose(gk.run(result.model, feeds)["y"], feeds["x"] + np.float32(1000.3) - 1000, atol=1e-3)
