@@ -4,7 +4,8 @@ The search never runs the model once per node, and never converts the weights mo
 
 1. The float32 model runs once, and its float16 conversion once. If the outputs stay within tolerance,
    nothing more is done; if they leave it even with every node float32 (float16 inputs that already
-   lose too much), the search stops there.
+   lose too much), the search stops there (that run is saved when every node float32 is exactly the
+   float32 model).
 2. Every converted node's *local* error, in a few runs: the float32 model is captured fragment by
    fragment as compare captures a side (bounded memory: a value is held until its last reader is
    measured), and each fragment's nodes run again, converted to float16 and each on the float32
@@ -236,7 +237,7 @@ class _Search:
         self.expected = 3 + 2 * max(1, math.ceil(math.log2(len(candidates) + 1)))
         if self._trial(set()).passed:
             return self._result(set(), {}, candidates)
-        if not self._trial(set(candidates)).passed:
+        if not self._all_float32_is_the_model() and not self._trial(set(candidates)).passed:
             log.info("the outputs leave tolerance even with every node float32")
             return self._result(set(), {}, candidates, passed=False)
         self._measure(candidates)
@@ -430,6 +431,19 @@ class _Search:
             if figures:
                 self.local[k] = _Local(max(f.max_abs for f in figures), max(f.relative for f in figures),
                                        any(f.overflow for f in figures))
+
+    def _all_float32_is_the_model(self) -> bool:
+        """Whether keeping every candidate float32 gives back the float32 model's computation exactly, so
+        that it passes without a run: float32 inputs and outputs kept, and nothing converted outside the
+        candidates (no If/Loop/Scan bodies, local functions or Casts to float32, which convert anyway)."""
+        if not self.keep_io_types or len(self.model.lazy_proto.functions):
+            return False
+        for node in self.nodes:
+            if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+                return False
+            if node.op_type == "Cast" and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT for a in node.attribute):
+                return False
+        return True
 
     def _first_step(self) -> int:
         """How many nodes the capture's first fragment runs: the fragment budget over four times the
