@@ -7,9 +7,11 @@ precisions meet. ``--keep-io-types`` keeps float32 graph inputs and outputs floa
 float16's range are clamped and listed.
 
 ``--auto-mixed`` keeps float32 the fewest nodes needed for the outputs to stay within --atol/--rtol
-of the float32 model's on seeded (or given) inputs: one comparison finds the nodes that overflow on
-their own, then a bisection over the execution order finds the rest. It prints which nodes stay
-float32 and why, the number of model runs, and writes the list as a recipe (--save-recipe, default
+of the float32 model's on seeded (or given) inputs: every node's own float16 error is measured in two
+runs per capture fragment (each node on the float32 values of its inputs), nodes that overflow on
+their own stay float32, and a search over the nodes ranked by their own error finds the fewest that
+bring the outputs back. It prints which nodes stay float32 and why (their own error), the number of
+model runs (whole-model and fragment runs), and writes the list as a recipe (--save-recipe, default
 OUT with .recipe.yaml) that ``edit IN OUT --recipe`` replays.
 
 ``--opset N`` converts to ai.onnx opset N, up or down: ONNX's version converter where it has
