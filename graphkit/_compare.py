@@ -1284,14 +1284,15 @@ def _compare_npz(cand: _Graph, values: Mapping[str, np.ndarray], label: str, can
             pairs.append(_Pair(name, by_tensor[name], cand.marker_of(name)))
     if not pairs:
         candidates = list(cand.markers) + cand.produced
-        hint = None
+        hint = cli_hint = None
         if keys:
             err = not_found(TensorNotFoundError, "tensor or marker", keys[0], candidates)
-            hint = err.hint
+            hint, cli_hint = err.hint, err.cli_hint
         raise TensorNotFoundError(
             f"none of the {len(keys)} names in {label} is a tensor or marker of {cand.label}"
             + (f" (first: {keys[0]!r})" if keys else ""),
             hint=hint or "key the reference values by tensor name or marker name",
+            cli_hint=cli_hint or hint or "key the reference values by tensor name or marker name",
         )
     notes = []
     given = dict(feeds or {})

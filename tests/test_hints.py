@@ -114,6 +114,12 @@ def _renamed_input(tmp: Path) -> Path:
     return _save(gk.rename_tensor(gk.load(fixture("linear_func.onnx")), "a", "alpha").proto, tmp / "renamed.onnx")
 
 
+def _unknown_reference(tmp: Path) -> Path:
+    path = tmp / "unknown.npz"
+    np.savez(path, zzzzzzzzzzzzzzzzzzzz=np.zeros((10, 10), np.float32))
+    return path
+
+
 def _reference(tmp: Path) -> Path:
     path = tmp / "ref.npz"
     np.savez(path, output=np.zeros((10, 10), np.float32))
@@ -251,6 +257,9 @@ CASES = [
     Case("compare --backend with --reference", lambda t: ["compare", f("linear_func.onnx"), "--reference",
                                                           str(_reference(t)), "--backend", "ort"],
          lambda t: gk.compare(load("linear_func.onnx"), reference=_reference(t), backend="ort"), "backend"),
+    Case("compare reference values of no tensor", lambda t: ["compare", f("linear_func.onnx"), "--reference",
+                                                             str(_unknown_reference(t))],
+         lambda t: gk.compare(load("linear_func.onnx"), reference=_unknown_reference(t)), "none of the 1 names"),
     Case("compare marker without its name attribute", lambda t: ["compare", f("debug_markers.onnx"),
                                                                  "--marker-attr", "nm"],
          lambda t: gk.compare(load("debug_markers.onnx"), marker_spec=("my", "Debug", "nm")), "'nm'"),
