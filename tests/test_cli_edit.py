@@ -402,8 +402,9 @@ def test_edit_help_documents_node_addressing(capsys: pytest.CaptureFixture[str])
     assert main(["edit", "--help"]) == 0
     text = capsys.readouterr().out
     assert "#N (the N-th node of the main graph" in text and "OP#K" in text and "FUNCTION/NODE" in text
+    assert "as FUNCTION/TENSOR" in text
     readme = (ROOT / "README.md").read_text()
-    assert "`OP#K`" in readme and "`FUNCTION/NODE`" in readme
+    assert "`OP#K`" in readme and "`FUNCTION/NODE`" in readme and "`FUNCTION/TENSOR`" in readme
 
 
 def test_a_recipe_replays_every_new_edit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
