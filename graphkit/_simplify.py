@@ -65,9 +65,9 @@ from graphkit._validate import check_or_raise
 from graphkit.errors import GraphkitError, NoChangeError, UsageError
 
 __all__ = [
-    "PASSES", "Simplification", "constants_to_initializers", "fold_constants", "fold_shapes", "fuse_gemm",
-    "inline_branches", "merge_constants", "op_counts", "remove_identities", "run_passes", "simplify",
-    "simplify_with_report",
+    "PASSES", "Simplification", "constants_to_initializers", "fold_constants", "fold_shapes", "fuse_conv",
+    "fuse_gemm", "inline_branches", "merge_constants", "merge_nodes", "op_counts", "remove_identities",
+    "run_passes", "simplify", "simplify_with_report",
 ]
 
 log = logging.getLogger(__name__)
@@ -1270,3 +1270,29 @@ def inline_branches(model: Model, /, *, check: bool = True) -> Model:
                          "condition computed from constants",
                     cli_hint="no If has a constant condition (an initializer); --fold-constants first folds a "
                              "condition computed from constants")
+
+
+@_noop_returns_input
+def fuse_conv(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check: bool = True) -> Model:
+    """Fold an inference BatchNormalization, or a Mul or Add by a per-channel constant, that alone reads
+    a Conv's output into the Conv's weights and bias (weights of at most ``max_bytes``); and make two
+    Transposes in a row one (none when they cancel). Main graph.
+
+    Raises:
+        InvalidModelError: The result is invalid.
+    """
+    return _as_edit(model, ["fuse"], what="fuse_conv", max_bytes=max_bytes, check=check,
+                    hint="no Conv output is scaled or shifted per channel by a constant, and no two Transposes "
+                         "follow each other")
+
+
+@_noop_returns_input
+def merge_nodes(model: Model, /, *, check: bool = True) -> Model:
+    """Compute nodes with the same op, attributes and inputs once, in every graph: the first stays and
+    the others' readers read its outputs (a graph output keeps its own producer).
+
+    Raises:
+        InvalidModelError: The result is invalid.
+    """
+    return _as_edit(model, ["cse"], what="merge_nodes", check=check,
+                    hint="no two nodes compute the same op on the same inputs")

@@ -940,6 +940,8 @@ def _edit_flag(ws: Workspace, key: str, info: ModelInfo, rng: random.Random) -> 
         "--merge-constants": ("", "lit", ""),
         "--fuse-gemm": ("", "lit", ""),
         "--inline-branches": ("", "lit", ""),
+        "--fuse-conv": ("", "lit", ""),
+        "--merge-nodes": ("", "lit", ""),
         "--simplify": ("", "lit", ""),
     }
     known = verb_flags("edit")

@@ -144,6 +144,8 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
         "fold_shapes": (gk.fold_shapes, {"model": model, "check": True}),
         "merge_constants": (gk.merge_constants, {"model": model, "check": True}),
         "fuse_gemm": (gk.fuse_gemm, {"model": model, "check": True}),
+        "fuse_conv": (gk.fuse_conv, {"model": model, "max_bytes": 1024, "check": True}),
+        "merge_nodes": (gk.merge_nodes, {"model": model, "check": True}),
         "inline_branches": (gk.inline_branches, {"model": model, "check": True}),
         "simplify_with_report": (gk.simplify_with_report, {"model": model, "max_bytes": 1024, "check": True,
                                                            "passes": ["fold", "dead"], "progress": None}),

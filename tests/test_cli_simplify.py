@@ -156,3 +156,22 @@ def test_gemm_and_branch_passes_are_edit_options_and_recipe_steps(tmp_path: Path
     assert main(["edit", str(source), str(again), "--recipe", str(recipe)]) == 0
     assert [n.op_type for n in gk.load(again).graph.node] == ["Relu", "Gemm"]
     assert main(["edit", str(out), str(tmp_path / "noop.onnx"), "--fuse-gemm"]) == 2
+
+
+def test_fuse_conv_and_merge_nodes_options_and_steps(tmp_path: Path) -> None:
+    source, out, recipe = tmp_path / "m.onnx", tmp_path / "o.onnx", tmp_path / "r.yaml"
+    gk.save(gk.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 2, 3] x) => (float[1, 2, 3] y) {
+  a = Transpose<perm = [0, 2, 1]>(x)
+  b = Transpose<perm = [0, 2, 1]>(a)
+  c = Relu(b)
+  d = Relu(b)
+  y = Add(c, d)
+}"""), source)
+    assert main(["edit", str(source), str(out), "--fuse-conv", "--merge-nodes", "--save-recipe", str(recipe)]) == 0
+    assert [n.op_type for n in gk.load(out).graph.node] == ["Relu", "Add"]
+    x = np.arange(6, dtype=np.float32).reshape(1, 2, 3) - 2
+    np.testing.assert_array_equal(gk.run(gk.load(out), {"x": x})["y"], 2 * np.maximum(x, 0))
+    again = tmp_path / "again.onnx"
+    assert main(["edit", str(source), str(again), "--recipe", str(recipe)]) == 0
+    assert [n.op_type for n in gk.load(again).graph.node] == ["Relu", "Add"]

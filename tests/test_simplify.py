@@ -635,3 +635,18 @@ g (float[2] x) => (float[2] y) <bool yes = {1}, bool no = {0}, float[2] k = {1.0
     assert ops(result.model) == ["Add"] and result.changes["branches"] == 2
     assert result.model.graph.node[0].output[0] == "y"
     assert_same_values(model, result.model, rtol=0)
+
+
+def test_fuse_conv_and_merge_nodes_are_edits_of_one_pass_each() -> None:
+    model = conv_chain()
+    fused = gk.fuse_conv(model)
+    assert ops(fused) == ["Conv", "Relu"]
+    assert_same_values(model, fused, rtol=1e-5)
+    twice = parse("g (float[2] x) => (float[2] y) { a = Relu(x)\n b = Relu(x)\n y = Add(a, b) }")
+    merged = gk.merge_nodes(twice)
+    assert ops(merged) == ["Relu", "Add"] and list(merged.graph.node[1].input) == ["a", "a"]
+    assert_same_values(twice, merged, rtol=0)
+    for edit in (gk.fuse_conv, gk.merge_nodes):
+        with pytest.raises(gk.NoChangeError) as err:
+            edit.__wrapped__(gk.load(fixture("linear_func.onnx")))  # type: ignore[attr-defined]
+        assert err.value.hint

@@ -374,6 +374,11 @@ OPTIONS: dict[str, tuple[str | None, Callable[[Any], Step], str]] = {
                     "turn MatMul (2-D input, 2-D constant weight) + Add of a constant bias into one Gemm"),
     "--inline-branches": (None, lambda _t: Step("inline_branches", {}),
                           "replace an If whose condition is a constant by the branch it takes"),
+    "--fuse-conv": (None, lambda _t: Step("fuse_conv", {}),
+                    "fold an inference BatchNormalization, or a Mul/Add by a per-channel constant, after a Conv "
+                    "into its weights; two Transposes in a row become one"),
+    "--merge-nodes": (None, lambda _t: Step("merge_nodes", {}),
+                      "compute nodes with the same op, attributes and inputs once"),
     "--simplify": (None, lambda _t: Step("simplify", {}), "every pass of 'graphkit simplify' (without its verification)"),
 }
 
