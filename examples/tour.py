@@ -80,10 +80,24 @@ def main() -> None:
     step("diff says what changed (exit 1)", "diff", whole, str(out / "planted.onnx"), expect=(1,))
     step("merge two models: my_add's output feeds asinh", "merge", str(FIX / "my_add.onnx"), str(FIX / "asinh.onnx"),
          str(out / "merged.onnx"), "--connect", "output=input", "--prefixes", "a/", "b/", "--overwrite")
+    step("save a minimal repro of the planted bug (exit 1)", "compare", whole, str(out / "planted.onnx"),
+         "--save-repro", str(out / "repro"), "--overwrite", expect=(1,))
+    step("reduce finds the same node without compare", "reduce", whole, str(out / "reduced"), "--candidate",
+         str(out / "planted.onnx"), "--fails-on", "compare", "--overwrite")
+    step("type every tensor, Loop and Scan bodies included", "infer-shapes", str(FIX / "loop_scan.onnx"),
+         str(out / "typed.onnx"))
+    step("simplify folds what depends on constants only", "simplify", str(FIX / "if_outer_scope.onnx"),
+         str(out / "simple.onnx"))
+    step("convert whole_model to float16", "convert", whole, str(out / "half.onnx"), "--float16")
+    step("… and compare it with the float32 original", "compare", whole, str(out / "half.onnx"))
+    step("convert to an older opset", "convert", str(FIX / "if_outer_scope.onnx"), str(out / "opset12.onnx"),
+         "--opset", "12")
     step("a model with external weights", "inspect", str(FIX / "ext_weights" / "model.onnx"))
     step("… runs from where its weights lie", "run", str(FIX / "ext_weights" / "model.onnx"), "--shape", "x=4x64")
     step("an unknown file is one clear error (exit 2)", "inspect", str(out / "missing.onnx"), expect=(2,))
     print(f"\ntour finished; outputs are in {out}")
+    print("view, the one verb left out, serves a page until Ctrl-C: python -m graphkit view "
+          f"{shlex.quote(str(out / 'planted.onnx'))} --around /Add --depth 1")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ def _commands() -> list[tuple[str, int]]:
         if lang != "sh":
             continue
         for line in body.splitlines():
+            if line.startswith("mkdir -p "):
+                found.append((line, 0))
             if not line.startswith("python -m graphkit "):
                 continue
             code = re.search(r"#\s*exit\s+(\d+)", line)
@@ -35,8 +37,7 @@ def _commands() -> list[tuple[str, int]]:
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copytree(FIXTURES, tmp_path / "fixtures")
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
-    (tmp_path / "out").mkdir()
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # out/ is not made here: the README says to make it, as a fresh clone needs
     return tmp_path
 
 
@@ -46,13 +47,24 @@ def test_readme_has_examples() -> None:
 
 def test_readme_commands_run(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for command, expected in _commands():
+        if command.startswith("mkdir -p "):
+            for folder in shlex.split(command)[2:]:
+                os.makedirs(folder, exist_ok=True)
+            continue
         args = shlex.split(command)[3:]
         code = main(args)
         captured = capsys.readouterr()
         assert code == expected, f"{command!r} exited {code}:\n{captured.out}\n{captured.err}"
 
 
+def test_readme_makes_the_output_folder_before_its_first_write() -> None:
+    commands = [c for c, _ in _commands()]
+    first_write = next(i for i, c in enumerate(commands) if " out/" in c)
+    assert "mkdir -p out" in commands[:first_write]
+
+
 def test_readme_python_blocks_run(workdir: Path) -> None:
+    os.makedirs("out", exist_ok=True)
     for lang, body in BLOCKS:
         if lang == "python":
             exec(compile(body, "README.md", "exec"), {"__name__": "readme"})
@@ -79,4 +91,8 @@ def test_tour_runs(tmp_path: Path) -> None:
                           capture_output=True, text=True, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "tour finished" in done.stdout
+    from graphkit.cli import VERBS
+
+    shown = set(re.findall(r"^\$ python -m graphkit (\S+)", done.stdout, flags=re.M))
+    assert shown == set(VERBS) - {"view"}, "the README says the tour walks through every verb but view"
     assert "Traceback" not in done.stderr
