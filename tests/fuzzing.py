@@ -27,6 +27,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -343,8 +344,8 @@ VALUES = ("1", "[1,1]", '"s"', "1e400", "nan", "[" * 50_000, '{"a":', "¹", "nul
 #: A span of whole_model (its input and output tensors) and, in the workspace, in/span.onnx: that span
 #: extracted, for ``edit --replace-span`` round trips.
 SPAN = ("/convs1/convs1.2/Conv_output_0", "/convs4/convs4.0/Conv_output_0")
-#: Verbs not fuzzed: they serve a page until Ctrl-C.
-INTERACTIVE = ("view",)
+#: The folder (in the workspace's in/) of the exporter-style model, named as users' folders are.
+EXPORTED_DIR = "my models/exporté"
 
 
 class _Hang(BaseException):
@@ -586,10 +587,109 @@ def template() -> Template:
     shutil.copy(inside / "linear_func.onnx", root / "outside.onnx")
     shutil.copy(ROOT / "examples" / "python_ops.py", inside / "python_ops.py")
     gk.save(gk.extract(whole, inputs=[SPAN[0]], outputs=[SPAN[1]]), inside / "span.onnx")
+    exported = inside / EXPORTED_DIR / "model.onnx"
+    exported.parent.mkdir(parents=True)
+    exporter_model(exported)
+    info["exported"] = _model_info(exported, str(exported.relative_to(root)))
     zip_bomb()
     onnx.checker.check_model(str(inside / "whole_model.onnx"))
     _TEMPLATE = Template(root, info)
     return _TEMPLATE
+
+
+def exporter_model(path: Path) -> None:
+    """A model built the way exporters build them, written to ``path`` with its weights in two files.
+
+    torch-style names (``/encoder/layer.0/attn/MatMul``, ``onnx::MatMul_7``), Constant nodes and the
+    ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape`` chain of dynamic axes (``batch_size``,
+    ``sequence_length``), a local function in its own domain, an If reading an outer-scope tensor, a Loop,
+    an ONNX Runtime contrib operator, and tensor names with a colon, a comma, a space and non-ASCII letters.
+    """
+    import numpy as np
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    rng = np.random.default_rng(0)
+    width, vocab = 8, 11
+    nodes: list[onnx.NodeProto] = []
+    weights: dict[str, np.ndarray] = {}
+
+    def node(op: str, inputs: list[str], output: str, name: str, domain: str = "", **attrs: Any) -> str:
+        nodes.append(h.make_node(op, inputs, [output], name=name, domain=domain, **attrs))
+        return output
+
+    def const(output: str, value: object) -> str:
+        nodes.append(h.make_node("Constant", [], [output], value=nh.from_array(np.asarray(value), output)))
+        return output
+
+    def scalar(name: str, value: float) -> onnx.NodeProto:
+        return h.make_node("Constant", [], [name], value=nh.from_array(np.array(value, np.float32), name))
+
+    weights["embeddings.weight"] = rng.standard_normal((vocab, width)).astype(np.float32)
+    x = node("Gather", ["embeddings.weight", "input_ids"], "/embeddings/Gather_output_0", "/embeddings/Gather")
+    p = "/encoder/layer.0/attn"
+    shape = node("Shape", [x], f"{p}/Shape_output_0", f"{p}/Shape")
+    dims = []
+    for k in range(2):
+        dim = node("Gather", [shape, const(f"{p}/Constant_{k}_output_0", np.array(k, np.int64))],
+                   f"{p}/Gather_{k}_output_0", f"{p}/Gather_{k}", axis=0)
+        dims.append(node("Unsqueeze", [dim, const(f"{p}/Constant_axes_{k}_output_0", np.array([0], np.int64))],
+                         f"{p}/Unsqueeze_{k}_output_0", f"{p}/Unsqueeze_{k}"))
+    target = node("Concat", [*dims, const(f"{p}/Constant_heads_output_0", np.array([2, width // 2], np.int64))],
+                  f"{p}/Concat_output_0", f"{p}/Concat", axis=0)
+    weights["onnx::MatMul_7"] = (rng.standard_normal((width, width)) * 0.3).astype(np.float32)
+    y = node("MatMul", [x, "onnx::MatMul_7"], f"{p}/MatMul_output_0", f"{p}/MatMul")
+    y = node("Reshape", [y, target], f"{p}/Reshape_output_0", f"{p}/Reshape")
+    y = node("Softmax", [y], f"{p}/Softmax_output_0", f"{p}/Softmax", axis=-1)
+    y = node("Reshape", [y, const(f"{p}/Constant_flat_output_0", np.array([0, 0, width], np.int64))],
+             f"{p}/Reshape_1_output_0", f"{p}/Reshape_1")
+    x = node("Add", [x, y], "/encoder/layer.0/Add_output_0", "/encoder/layer.0/Add")
+    x = node("Gelu", [x], "/encoder/layer.0/mlp/gelu_output_0", "/encoder/layer.0/mlp/Gelu", domain="pkg.custom")
+    odd = node("Identity", [x], "emb:0,größe ü", "/odd/Identity:0,ü")
+    total = node("ReduceSum", [odd], "/pool/ReduceSum_output_0", "/pool/ReduceSum", keepdims=0)
+    positive = node("Greater", [total, const("/pool/Constant_output_0", np.array(0.0, np.float32))],
+                    "/pool/Greater_output_0", "/pool/Greater")
+    branch = [h.make_graph([h.make_node(op, [odd], [f"{op}_out"], name=f"/pool/If/{op}")], op.lower(), [],
+                           [h.make_tensor_value_info(f"{op}_out", T.FLOAT, None)]) for op in ("Relu", "Neg")]
+    x = node("If", [positive], "/pool/If_output_0", "/pool/If", then_branch=branch[0], else_branch=branch[1])
+    body = h.make_graph(
+        [scalar("half", 0.5), h.make_node("Mul", ["y_in", "half"], ["y_half"], name="/loop/body/Mul"),
+         h.make_node("Add", ["y_half", x], ["y_out"], name="/loop/body/Add"),
+         h.make_node("Identity", ["cond_in"], ["cond_out"], name="/loop/body/Identity")],
+        "body", [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cond_in", T.BOOL, []),
+                 h.make_tensor_value_info("y_in", T.FLOAT, None)],
+        [h.make_tensor_value_info("cond_out", T.BOOL, []), h.make_tensor_value_info("y_out", T.FLOAT, None)])
+    x = node("Loop", [const("/loop/Constant_output_0", np.array(2, np.int64)),
+                      const("/loop/Constant_1_output_0", np.array(True)), x], "/loop/Loop_output_0", "/loop/Loop",
+             body=body)
+    weights["classifier.weight"] = rng.standard_normal((width, vocab)).astype(np.float32)
+    node("FusedMatMul", [x, "classifier.weight"], "logits", "/classifier/FusedMatMul", domain="com.microsoft")
+    node("Relu", [odd], "odd out/ä:1", "/odd/Relu wéird")
+    gelu = h.make_function("pkg.custom", "Gelu", ["X"], ["Y"], [
+        scalar("s2", float(np.sqrt(2.0))), h.make_node("Div", ["X", "s2"], ["xd"]), h.make_node("Erf", ["xd"], ["e"]),
+        scalar("one", 1.0), h.make_node("Add", ["e", "one"], ["e1"]), h.make_node("Mul", ["X", "e1"], ["xe"]),
+        scalar("hf", 0.5), h.make_node("Mul", ["xe", "hf"], ["Y"])], [h.make_opsetid("", 17)])
+    graph = h.make_graph(
+        nodes, "main_graph", [h.make_tensor_value_info("input_ids", T.INT64, ["batch_size", "sequence_length"])],
+        [h.make_tensor_value_info("logits", T.FLOAT, ["batch_size", "sequence_length", vocab]),
+         h.make_tensor_value_info("odd out/ä:1", T.FLOAT, ["batch_size", "sequence_length", width])])
+    for name, value in weights.items():  # the embeddings in one file, the other weights in another
+        location = "embeddings.bin" if name.startswith("embeddings") else "weights.bin"
+        data = path.parent / location
+        offset = data.stat().st_size if data.exists() else 0
+        with open(data, "ab") as out:
+            out.write(value.tobytes())
+        entry = onnx.TensorProto(name=name, data_type=T.FLOAT, dims=value.shape, data_location=T.EXTERNAL)
+        for key, text in (("location", location), ("offset", str(offset)), ("length", str(value.nbytes))):
+            entry.external_data.add(key=key, value=text)
+        graph.initializer.append(entry)
+    model = h.make_model(graph, functions=[gelu], ir_version=8, producer_name="pytorch", producer_version="2.3.0",
+                         opset_imports=[h.make_opsetid("", 17), h.make_opsetid("pkg.custom", 1),
+                                        h.make_opsetid("com.microsoft", 1)])
+    path.write_bytes(model.SerializeToString())
+    onnx.checker.check_model(str(path), full_check=True)
 
 
 @dataclass
@@ -748,8 +848,8 @@ def _cli_case(ws: Workspace, rng: random.Random) -> Action:
     checkout's parser does not know yet are left out, so the harness follows what has landed."""
     from graphkit.cli import VERBS
 
-    verb = rng.choice([v for v in VERBS if v not in INTERACTIVE])
-    key = rng.choice(["whole", "add", "static", "ifo", "ext", "linear"])
+    verb = rng.choice(list(VERBS))
+    key = rng.choice(["whole", "add", "static", "ifo", "ext", "linear", "exported"])
     info = ws.info[key]
     model = str(ws.model(key))
     # argv items: (text, role); roles: lit, in, out, num, name, value
@@ -768,15 +868,23 @@ def _cli_case(ws: Workspace, rng: random.Random) -> Action:
     elif verb == "toposort":
         items += [(model, "in"), (str(ws.out / "sorted.onnx"), "out")]
     elif verb == "extract":
+        if rng.random() < 0.2:  # a boundary typed by hand, NAME:DTYPE:[DIMS]
+            inp = f"{inner}:" + rng.choice(["float32:[1,3,10,10]", "int64:[batch_size,sequence_length]",
+                                            "float16:[]", "bogus:[1]", "float32:[-1]", "float32"])
         items += [(model, "in"), (str(ws.out / "cut.onnx"), "out"), ("--inputs", "lit"), (inp, "name"),
                   ("--outputs", "lit"), (rng.choice([outp, inner]), "name")]
+        items += _extras(verb, {"--json": [], "--no-observe": [], "--allow-noop": [],
+                                **_custom_flags(ws)}, rng, 0, 2)
     elif verb == "expose":
         items += [(model, "in"), (str(ws.out / "exposed.onnx"), "out")]
         items += rng.choice([[("--tensors", "lit"), (inner, "name")], [("--all", "lit")],
                              [("--op-types", "lit"), (_pick(rng, info.ops), "name")]])
+        items += _extras(verb, {"--json": [], "--no-observe": [], "--allow-noop": []}, rng, 0, 2)
     elif verb == "split":
         items += [(model, "in"), (str(ws.out / "split"), "out")]
         items += rng.choice([[("--parts", "lit"), ("2", "num")], [("--at", "lit"), (inner, "name")]])
+        items += _extras(verb, {"--balance": [(rng.choice(["nodes", "weights"]), "name")], "--json": [],
+                                **_progress_flags(rng), **_custom_flags(ws)}, rng, 0, 2)
     elif verb in ("run", "compare"):
         items += [(model, "in")]
         if verb == "compare" and rng.random() < 0.3:
@@ -798,14 +906,19 @@ def _cli_case(ws: Workspace, rng: random.Random) -> Action:
                 "--candidate-backend": [(rng.choice(["reference", "ort"]), "lit")],
                 "--reference-provider": [(rng.choice(["cpu", "cuda", "bogus"]), "name")],
                 "--candidate-provider": [(rng.choice(["cpu", "tensorrt"]), "name")],
-                "--all": [], "--constants": [], "--no-progress": [], "--json": []})
+                "--all": [], "--constants": [], "--json": [], **_progress_flags(rng),
+                "--marker-domain": [(rng.choice(["my", "pkg.custom", ""]), "name")],
+                "--marker-op": [(rng.choice(["Debug", "Gelu", "Identity"]), "name")],
+                "--marker-attr": [(rng.choice(["name", "ghost"]), "name")]})
         items += _extras(verb, extra, rng, 0, 4)
     elif verb == "run-chain":
         items += [(str(ws.inside / rng.choice(["split", "split_ext"])), "in")]
         extra = {"--save": [(str(ws.out / "chain.npz"), "out")], "--atol": [("1e-4", "num")],
                  "--rtol": [("1e-4", "num")], "--threads": [("1", "num")], "--seed": [("1", "num")],
                  "--dim": [("batch=2", "num")], "--source": [(model, "in")], "--no-compare": [],
-                 **_runtime_flags(ws, rng)}
+                 "--opt-level": [(rng.choice(["disable", "basic", "extended", "all"]), "name")], "--json": [],
+                 **{k: feeds[k] for k in ("--input", "--shape", "--range", "--value")},
+                 **_progress_flags(rng), **_runtime_flags(ws, rng)}
         items += _extras(verb, extra, rng, 0, 3)
     elif verb == "edit":
         items += [(model, "in"), (str(ws.out / "edited.onnx"), "out")]
@@ -815,6 +928,7 @@ def _cli_case(ws: Workspace, rng: random.Random) -> Action:
             items += [("--save-recipe", "lit"), (str(ws.out / rng.choice(["r.yaml", "r.json"])), "out")]
         if rng.random() < 0.2:
             items += [("--recipe", "lit"), (str(ws.inside / "recipe.yaml"), "in")]
+        items += _extras(verb, {"--allow-noop": [], "--allow-reshape": [], "--json": []}, rng, 0, 1)
     elif verb == "merge":
         if rng.random() < 0.5 or "--share-inputs" not in verb_flags(verb):
             items += [(str(ws.model("add")), "in"), (str(ws.model("static")), "in"),
@@ -831,6 +945,7 @@ def _cli_case(ws: Workspace, rng: random.Random) -> Action:
         items += [(str(ws.model("markers")), "in"), (str(ws.out / "marked.onnx"), "out")]
         for flag, default in rng.sample([("--domain", "my"), ("--op", "Debug"), ("--attr", "name")], rng.randint(0, 2)):
             items += [(flag, "lit"), (default, "name")]
+        items += _extras(verb, {"--no-expose": [], "--json": []}, rng, 0, 2)
     elif verb == "infer-shapes":
         items += [(model, "in"), (str(ws.out / "typed.onnx"), "out")]
         items += _extras(verb, {"--json": [], "--no-observe": []}, rng, 0, 2)
@@ -838,7 +953,7 @@ def _cli_case(ws: Workspace, rng: random.Random) -> Action:
         items += [(model, "in"), (str(ws.out / "simple.onnx"), "out")]
         extra = {"--json": [], "--no-verify": [], "--max-bytes": [("1024", "num")],
                  "--skip": [(rng.choice(["constants", "identities", "shapes", "fold", "merge", "dead"]), "name")],
-                 "--atol": [("1e-4", "num")], "--rtol": [("1e-3", "num")], **feeds}
+                 "--atol": [("1e-4", "num")], "--rtol": [("1e-3", "num")], **_progress_flags(rng), **feeds}
         items += _extras(verb, extra, rng, 0, 3)
     elif verb == "convert":
         items += [(model, "in"), (str(ws.out / "converted.onnx"), "out")]
@@ -849,18 +964,30 @@ def _cli_case(ws: Workspace, rng: random.Random) -> Action:
                                          if flag == "--opset" else [])
         extra = {"--keep-op": [(_pick(rng, info.ops), "name")], "--keep-node": [(_pick(rng, info.nodes), "name")],
                  "--json": [], "--atol": [("1e-2", "num")], "--rtol": [("1e-2", "num")],
-                 "--input": feeds["--input"], "--seed": feeds["--seed"], "--dim": feeds["--dim"]}
+                 "--input": feeds["--input"], "--seed": feeds["--seed"], "--dim": feeds["--dim"],
+                 "--shape": feeds["--shape"], "--range": feeds["--range"], "--value": feeds["--value"],
+                 "--save-recipe": [(str(ws.out / rng.choice(["mixed.yaml", "mixed.json"])), "out")],
+                 **_progress_flags(rng)}
         items += _extras(verb, extra, rng, 0, 2)
     elif verb == "reduce":
         items += [(model, "in"), (str(ws.out / "reduced"), "out")]
         extra = {"--fails-on": [(rng.choice(["load", "run", "compare"]), "name")], **feeds,
-                 **_runtime_flags(ws, rng)}
+                 "--candidate": [(str(ws.model(rng.choice(list(ws.info)))), "in")],
+                 "--backend": [(rng.choice(["ort", "ort-noopt", "reference"]), "name")],
+                 "--candidate-backend": [(rng.choice(["ort", "reference"]), "name")],
+                 "--atol": [("1e-4", "num")], "--rtol": [("1e-3", "num")], "--json": [],
+                 **_progress_flags(rng), **_runtime_flags(ws, rng)}
         items += _extras(verb, extra, rng, 0, 3)
     elif verb == "diff":
         items += [(model, "in"), (str(ws.model(rng.choice(list(ws.info)))), "in")]
         extra = {"--atol": [("0.1", "num")], "--rtol": [("0.1", "num")], "--json": [], "--all": [],
                  "--only": [(rng.choice(["nodes", "weights", "shapes", "metadata"]), "name")]}
         items += _extras(verb, extra, rng, 0, 2)
+    elif verb == "view":  # served by a stand-in for Netron that returns at once (see _view_action)
+        items += [(model, "in")]
+        items += _extras(verb, {"--around": [(rng.choice([inner, some_node(info), outp]), "name")],
+                                "--depth": [(rng.choice(["0", "1", "3"]), "num")], "--port": [("0", "num")],
+                                "--no-browser": []}, rng, 0, 3)
     else:  # a verb this harness does not know yet: its positional arguments only
         items += [(model, "in"), (str(ws.out / "result.onnx"), "out")]
     if rng.random() < 0.1 and any(role == "out" for _, role in items):
@@ -868,7 +995,49 @@ def _cli_case(ws: Workspace, rng: random.Random) -> Action:
     if rng.random() < 0.2 and any(role == "out" for _, role in items) and verb not in ("split", "run", "run-chain", "compare"):
         items += [(rng.choice(["--external-data", "--inline-data", "--no-check"]), "lit")]
     argv, outputs, reads = _mutate_argv(ws, items, rng)
-    return _cli_action(ws, argv, outputs, reads)
+    action = _cli_action(ws, argv, outputs, reads)
+    return _view_action(action) if verb == "view" else action
+
+
+def some_node(info: ModelInfo) -> str:
+    return info.nodes[len(info.nodes) // 2] if info.nodes else "n"
+
+
+def _view_action(action: Action) -> Action:
+    """``view`` with Netron's server replaced for the call: it 'serves' at once and the wait for Ctrl-C
+    ends at once, so the verb runs everything before and after serving (the cut around a node, its
+    temporary file, the shutdown) without opening a port or a browser."""
+    import types
+
+    from graphkit.cli import view
+
+    def call() -> object:
+        saved = view.serve, view.time, view.netron_module
+        fake = types.SimpleNamespace(stop=lambda address: None)
+
+        def interrupt(seconds: float) -> None:
+            raise KeyboardInterrupt
+
+        view.serve = lambda netron, path, port, *, browse: ("localhost", port or 1)  # type: ignore[assignment]
+        view.time = types.SimpleNamespace(sleep=interrupt)  # type: ignore[assignment]
+        view.netron_module = lambda: fake  # type: ignore[assignment]
+        try:
+            return action.call()
+        finally:
+            view.serve, view.time, view.netron_module = saved
+
+    return Action(action.what, call, action.cli, action.exempt, action.outputs, action.reads, action.models)
+
+
+def _progress_flags(rng: random.Random) -> dict[str, list[tuple[str, str]]]:
+    """--progress forces the bars (onto the captured standard error), --no-progress turns them off."""
+    return {rng.choice(["--progress", "--no-progress"]): []}
+
+
+def _custom_flags(ws: Workspace) -> dict[str, list[tuple[str, str]]]:
+    """The custom-operator flags of the verbs that run a model only to type a boundary (extract, split)."""
+    return {"--custom-ops": [(custom_ops_library(), "in")],
+            "--python-ops": [(str(ws.inside / "python_ops.py"), "in")]}
 
 
 def _feed_flags(ws: Workspace, info: ModelInfo, rng: random.Random) -> dict[str, list[tuple[str, str]]]:
@@ -1013,7 +1182,8 @@ def _mutate_argv(ws: Workspace, items: list[tuple[str, str]],
         del argv[rng.randrange(1, len(argv))]
     for path in list(reads):  # a model's data files are read with it; a split folder's files with it
         if path.endswith(".onnx") and "\x00" not in path and os.path.isdir(os.path.dirname(path) or "."):
-            reads += [str(p) for p in Path(os.path.dirname(path) or ".").glob("*.data")]
+            folder = Path(os.path.dirname(path) or ".")
+            reads += [str(p) for pattern in ("*.data", "*.bin") for p in folder.glob(pattern)]
     return argv, outputs, reads
 
 
@@ -1730,6 +1900,9 @@ def _run_case(tpl: Template, kind: str, case: int, seed: int, timeout: float) ->
                         verdict.signature = _signature(text)
                     elif verdict.result == "error":
                         lines = text.splitlines()
+                        if "--progress" in action.what.split():  # the bars drawn before the error
+                            lines = lines[next((i for i, ln in enumerate(lines) if ln.startswith("graphkit: ")),
+                                               0):]
                         verdict.messy = not (lines and lines[0].startswith("graphkit: error:") and len(lines) <= 2
                                              and all(ln.startswith("hint: ") for ln in lines[1:]))
                         verdict.detail = text[-500:]
