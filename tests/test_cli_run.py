@@ -213,3 +213,32 @@ def test_every_verb_taking_input_files_ignores_extra_npz_keys_with_a_note(
     assert main(["compare", sub, "--reference", str(ref), "--input", str(ref), "--json"]) == 0
     notes = json.loads(capsys.readouterr().out)["notes"]
     assert notes[0] == note.format(sub).removeprefix("graphkit: note: ")
+
+
+def test_a_mistyped_dim_is_refused_with_the_dims_there_are(capsys: pytest.CaptureFixture[str]) -> None:
+    # ignored, it would leave 'batch' at its default of 1 without a word
+    assert main(["run", str(fixture("model_dynamic_0.onnx")), "--dim", "bacth=4"]) == 2
+    err = capsys.readouterr().err
+    assert "--dim bacth=4: no graph input of " in err and "model_dynamic_0.onnx has a dim named 'bacth'" in err
+    assert "did you mean 'batch'?" in err
+    assert main(["run", str(fixture("model_static.onnx")), "--dim", "batch=4"]) == 2
+    assert "has a named dynamic dim" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("verb", ["compare", "simplify", "reduce", "convert"])
+def test_every_verb_that_runs_a_model_checks_dim_names(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       verb: str) -> None:
+    extra = {"compare": [], "simplify": [str(tmp_path / "s.onnx")], "reduce": [str(tmp_path / "r")],
+             "convert": [str(tmp_path / "c.onnx"), "--opset", "16"]}[verb]
+    argv = [verb, str(fixture("model_dynamic_0.onnx")), *extra, "--dim", "seq=4"]
+    assert main(argv) == 2
+    assert "model_dynamic_0.onnx has a dim named 'seq'" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_run_chain_checks_dim_names_against_the_chain_inputs(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["split", str(fixture("model_dynamic_23.onnx")), str(tmp_path / "parts"), "--parts", "1"]) == 0
+    capsys.readouterr()
+    assert main(["run-chain", str(tmp_path / "parts"), "--dim", "bogus=2"]) == 2
+    assert "no graph input of the chain has a dim named 'bogus'" in capsys.readouterr().err

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ from graphkit._options import FeedOptions, Tolerance
 from graphkit.cli import _render
 from graphkit.cli._args import whole
 from graphkit.cli._custom import add_custom_op_options
-from graphkit.errors import TensorNotFoundError, UsageError, not_found
+from graphkit.errors import TensorNotFoundError, UsageError, did_you_mean, not_found
 
 __all__ = ["FeedArgs", "add_feed_options", "add_runtime_options", "feed_args", "ms", "provider_options", "show_notes",
            "tolerance"]
@@ -97,9 +97,11 @@ class FeedArgs:
 
 
 def feed_args(args: argparse.Namespace, input_names: Sequence[str], where: str,
-              dtypes: Mapping[str, np.dtype] | None = None) -> FeedArgs:
+              dtypes: Mapping[str, np.dtype] | None = None, *,
+              shapes_of: Iterable[Sequence[object] | None] | None = None) -> FeedArgs:
     """Read the feed files and parse the flags against the inputs' names (``dtypes``: the inputs'
-    dtypes, which ``--value`` lists are converted to).
+    dtypes, which ``--value`` lists are converted to; ``shapes_of``: the inputs' shapes, whose named
+    dims are the names ``--dim`` may set).
 
     Raises:
         FeedError: A feed file is unreadable or cannot be matched to an input.
@@ -124,6 +126,8 @@ def feed_args(args: argparse.Namespace, input_names: Sequence[str], where: str,
         if name is None:
             raise UsageError(f"--dim {text!r}: expected DIM=N", hint="e.g. --dim batch=4")
         dims[name] = parse_int(value, what=f"--dim {text!r}", hint="e.g. --dim batch=4")
+    if shapes_of is not None:
+        _check_dim_names(dims, shapes_of, where)
     paths = tuple(sorted({f.path for f in files}))
     return FeedArgs(feeds, shapes, ranges, dims, paths, args.seed, tuple(notes))
 
@@ -133,6 +137,20 @@ def show_notes(parsed: FeedArgs) -> None:
     the whole model, fed to a sub-model), before the verb runs."""
     for line in parsed.notes:
         _render.note(line)
+
+
+def _check_dim_names(dims: Mapping[str, int], shapes_of: Iterable[Sequence[object] | None], where: str) -> None:
+    """A --dim that names no dim of the inputs would be ignored, and the dim it was meant for would
+    silently take the default size: refuse it, with the names there are."""
+    named = sorted({d for shape in shapes_of for d in (shape or ()) if isinstance(d, str) and d})
+    for name in dims:
+        if name in named:
+            continue
+        if not named:
+            raise UsageError(f"--dim {name}={dims[name]}: no graph input of {where} has a named dynamic dim",
+                             hint="its inputs' dims are fixed or unnamed: give their shapes with --shape NAME=DIMS")
+        raise UsageError(f"--dim {name}={dims[name]}: no graph input of {where} has a dim named {name!r}",
+                         hint=did_you_mean(name, named) or f"its inputs' named dims: {', '.join(named)}")
 
 
 def _parse_value(text: str, input_names: Sequence[str]) -> tuple[str, Any]:

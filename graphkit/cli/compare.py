@@ -121,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
     model = _common.load(args.model)
     other = _common.load(args.other) if args.other else None
     specs = input_specs(model)
-    parsed = feed_args(args, [s.name for s in specs], model.name, {s.name: s.dtype for s in specs})
+    shapes_of = [s.shape for s in (*specs, *(input_specs(other) if other is not None else ()))]
+    parsed = feed_args(args, [s.name for s in specs], model.name, {s.name: s.dtype for s in specs},
+                       shapes_of=shapes_of)
     if args.mapping and other is None:
         raise UsageError("--map needs two models", hint="compare A.onnx B.onnx --map mapping.json")
     plan = _common.plan(args, model, other, reads=[

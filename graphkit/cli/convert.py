@@ -125,7 +125,8 @@ def _show_float16(report: Float16Conversion, output: str, *, header: bool = True
 def _run_mixed(args: argparse.Namespace) -> int:
     tol = tolerance(args.atol, args.rtol)
     model = _common.load(args.model)
-    parsed = feed_args(args, [spec.name for spec in input_specs(model)], model.name)
+    specs = input_specs(model)
+    parsed = feed_args(args, [spec.name for spec in specs], model.name, shapes_of=[spec.shape for spec in specs])
     plan = _common.plan(args, model, output=args.output, reads=[(path, "a feed file") for path in parsed.files])
     if not args.save_recipe and not Path(args.output).name:
         raise UsageError(f"convert: the output {args.output!r} names no file, so no recipe name can be made from it",
@@ -182,7 +183,8 @@ def _figure(node: object) -> str:
 
 def _run_opset(args: argparse.Namespace) -> int:
     model = _common.load(args.model)
-    parsed = feed_args(args, [spec.name for spec in input_specs(model)], model.name)
+    specs = input_specs(model)
+    parsed = feed_args(args, [spec.name for spec in specs], model.name, shapes_of=[spec.shape for spec in specs])
     plan = _common.plan(args, model, output=args.output, reads=[(path, "a feed file") for path in parsed.files])
     plan.check()
     show_notes(parsed)

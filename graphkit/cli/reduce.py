@@ -55,7 +55,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     model = _common.load(args.model)
     other = _common.load(args.other) if args.other else None
-    parsed = feed_args(args, [s.name for s in input_specs(model)], model.name)
+    specs = input_specs(model)
+    parsed = feed_args(args, [s.name for s in specs], model.name, shapes_of=[s.shape for s in specs])
     plan = _common.plan(args, model, other, reads=[*((p, "a feed file") for p in parsed.files), *custom_op_reads(args)])
     plan.write_folder(args.outdir, "the repro folder")
     plan.check()

@@ -41,7 +41,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     model = _common.load(args.model)
     specs = input_specs(model)
-    parsed = feed_args(args, [s.name for s in specs], model.name, {s.name: s.dtype for s in specs})
+    parsed = feed_args(args, [s.name for s in specs], model.name, {s.name: s.dtype for s in specs},
+                       shapes_of=[s.shape for s in specs])
     plan = _common.plan(args, model, reads=[*((path, "a feed file") for path in parsed.files), *custom_op_reads(args)])
     if args.save:
         plan.write(npz_path(args.save), "the saved values")

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.compare:
         reference, why = chain.find_source()
     parsed = feed_args(args, [p.name for p in chain.inputs], "the chain",
-                       {p.name: np.dtype(p.dtype) for p in chain.inputs})
+                       {p.name: np.dtype(p.dtype) for p in chain.inputs}, shapes_of=[p.shape for p in chain.inputs])
     plan = _common.plan(args, reference, *(f.model for f in chain), reads=[
         (chain.folder / MANIFEST if chain.folder is not None else None, "the split manifest"),
         *((path, "a feed file") for path in parsed.files), *custom_op_reads(args)])

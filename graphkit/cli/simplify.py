@@ -46,7 +46,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     model = _common.load(args.model)
-    parsed = feed_args(args, [spec.name for spec in input_specs(model)], model.name) if args.verify else None
+    specs = input_specs(model)
+    parsed = feed_args(args, [spec.name for spec in specs], model.name,
+                       shapes_of=[spec.shape for spec in specs]) if args.verify else None
     plan = _common.plan(args, model, output=args.output,
                         reads=[(path, "a feed file") for path in (parsed.files if parsed else ())])
     plan.check()
