@@ -1952,6 +1952,7 @@ class KindSummary:
     messy: int = 0
     seconds: float = 0.0
     failures: list[dict[str, object]] = field(default_factory=list)
+    messy_examples: list[dict[str, object]] = field(default_factory=list)  # the first few, to look at
 
     @property
     def failed(self) -> int:
@@ -1965,6 +1966,8 @@ class KindSummary:
         self.modified += bool(verdict.modified)
         self.partial += bool(verdict.partial)
         self.messy += verdict.messy
+        if verdict.messy and len(self.messy_examples) < 20:
+            self.messy_examples.append({"case": verdict.case, "what": verdict.what, "detail": verdict.detail})
         if verdict.failed:
             self.failures.append(asdict(verdict))
 
@@ -2110,6 +2113,8 @@ def main() -> int:
         print(summary.line(), flush=True)
         for key, group in sorted(summary.distinct().items(), key=lambda kv: -len(kv[1])):
             print(f"  {len(group):>5} x {key}\n          e.g. case {group[0]['case']}: {group[0]['what'][:300]}")
+        for messy in summary.messy_examples:
+            print(f"  messy error, case {messy['case']}: {str(messy['what'])[:300]}\n          {messy['detail']!r}")
         failed = failed or bool(summary.failures)
         if args.json:
             args.json.write_text(json.dumps([asdict(s) for s in results], indent=1))
