@@ -30,6 +30,29 @@ def test_long_cells_are_shortened_in_the_middle_to_fit(capsys: pytest.CaptureFix
     assert lines[2].startswith("/encoder/") and "…" in lines[2] and "MatMul_output_0"[-6:] in lines[2]
 
 
+@pytest.mark.parametrize("columns", [80, 120])
+def test_compare_table_fits_the_terminal_leaving_out_columns_not_names(
+        columns: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from graphkit.cli.compare import _print
+
+    model = gk.load(fixture("whole_model.onnx"))
+    result = gk.compare(model, gk.to_float16(gk.set_op_type(model, node="/Add", op_type="Sub")))
+    monkeypatch.setattr(_render.shutil, "get_terminal_size", lambda: os.terminal_size((columns, 24)))
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    _print(result, show_all=False)
+    lines = capsys.readouterr().out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("tensor "))
+    rows = lines[head:head + 2 + len(result.tensors)]
+    assert max(len(line) for line in rows) <= columns
+    assert any(line.startswith("/Add_output_0 ") for line in rows)  # names whole
+    assert sum("FAIL inherited" in line for line in rows) == 3 and "max_abs" in rows[0]
+    note = lines[head + 2 + len(result.tensors):]
+    note = note[:next(i for i, line in enumerate(note) if line.endswith(")")) + 1]
+    assert max(len(line) for line in note) <= columns
+    text = " ".join(note)
+    assert text.startswith("(MSE, ") and text.endswith("left out to fit the terminal; --json has every column)")
+
+
 def test_tables_keep_full_names_when_not_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
     name = "x" * 300
     _render.table([(name, "a")])

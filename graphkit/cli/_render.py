@@ -6,6 +6,7 @@ import argparse
 import json
 import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,18 +64,23 @@ def _default(value: Any) -> Any:
 
 
 def table(rows: Sequence[Sequence[Any]], header: Sequence[str] | None = None, *, indent: int = 0,
-          width: int | None = None) -> None:
+          width: int | None = None, optional: Sequence[str] = ()) -> None:
     """Print a left-aligned text table.
 
-    On a terminal (or given ``width``) the table fits its width: the widest columns are narrowed
-    and long cells shortened in the middle (``/encoder/lay…/MatMul_output_0``); ``--json`` keeps
-    the full names.
+    On a terminal (or given ``width``) the table fits its width: first the ``optional`` columns
+    (header names, the first given goes first) are left out while the table could not show every
+    cell at a readable width (and a line says which, and that ``--json`` has them); then the widest
+    columns are narrowed and long cells shortened in the middle (``/encoder/lay…/MatMul_output_0``);
+    ``--json`` keeps the full names.
     """
     cells = [[str(c) for c in row] for row in ([header] if header else []) + list(rows)]
     if not cells:
         return
-    widths = [max(len(row[i]) for row in cells if i < len(row)) for i in range(max(len(r) for r in cells))]
     limit = width if width is not None else (shutil.get_terminal_size().columns if sys.stdout.isatty() else None)
+    dropped: list[str] = []
+    if limit is not None and header:
+        cells, dropped = _drop_optional(cells, list(optional), limit - indent)
+    widths = [max(len(row[i]) for row in cells if i < len(row)) for i in range(max(len(r) for r in cells))]
     if limit is not None:
         widths = _fit(widths, limit - indent)
         cells = [[shorten(c, widths[i]) for i, c in enumerate(row)] for row in cells]
@@ -83,6 +89,33 @@ def table(rows: Sequence[Sequence[Any]], header: Sequence[str] | None = None, *,
         text(pad + "  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip())
         if header and n == 0:
             text(pad + "  ".join("-" * w for w in widths))
+    if dropped and limit is not None:
+        note = f"({', '.join(dropped)} left out to fit the terminal; --json has every column)"
+        for line in textwrap.wrap(note, max(20, limit - indent)):
+            text(pad + line)
+
+
+#: A cell narrower than this is readable without shortening (longer names are cut in the middle).
+_READABLE = 24
+
+
+def _drop_optional(cells: list[list[str]], optional: list[str], limit: int) -> tuple[list[list[str]], list[str]]:
+    """``cells`` without the optional columns (in order) it takes to show every cell at a readable width."""
+    dropped: list[str] = []
+
+    def needed(rows: list[list[str]]) -> int:
+        columns = max(len(r) for r in rows)
+        widths = [min(_READABLE, max(len(r[i]) for r in rows if i < len(r))) for i in range(columns)]
+        return sum(widths) + 2 * (columns - 1)
+
+    for name in optional:
+        if needed(cells) <= limit:
+            break
+        if name in cells[0]:
+            column = cells[0].index(name)
+            cells = [row[:column] + row[column + 1:] for row in cells]
+            dropped.append(name)
+    return cells, dropped
 
 
 _bars: list[Any] = []

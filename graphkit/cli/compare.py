@@ -198,6 +198,10 @@ _HEADER = ["tensor", "op", "dtype", "shape", "max_abs", "max_rel", "mean_abs", "
            "min_atol", "min_rtol", "status"]
 
 
+#: Columns left out first when the table is too wide for the terminal.
+_OPTIONAL = ("MSE", "min_rtol", "min_atol", "mean_abs", "max_rel", "shape", "cosine", "out")
+
+
 def _print(result: Comparison, *, show_all: bool, seed: int = 0) -> None:
     _render.text(f"reference  {result.reference}")
     _render.text(f"candidate  {result.candidate}")
@@ -210,7 +214,7 @@ def _print(result: Comparison, *, show_all: bool, seed: int = 0) -> None:
         shown = [t for t in tensors if not t.passed or t.marker]
         _render.text(f"({len(tensors) - len(shown)} passing tensors not listed; --all lists them)")
     listed = _render.capped(shown, _TABLE_LIMIT, show_all=show_all)
-    _render.table([_row(t) for t in listed], _HEADER)
+    _render.table([_row(t) for t in listed], _HEADER, optional=_OPTIONAL)
     _render.more(len(listed), len(shown))
     for t in tensors:
         if t.reason:
