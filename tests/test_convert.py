@@ -284,6 +284,7 @@ def test_set_dtype_errors_name_the_tensor(whole_model: gk.Model) -> None:
     with pytest.raises(gk.TensorNotFoundError) as err:
         gk.set_dtype(whole_model, "input.2", "float16")
     assert "'input.2'" in str(err.value) and "input.1" in err.value.hint
+    assert err.value.hint.endswith("; set_dtype changes graph inputs and outputs") and "inspect" not in err.value.hint
     assert gk.set_dtype(whole_model, "output", "float32") is whole_model  # a no-op returns the input
     with pytest.raises(gk.NoChangeError, match="already float32"):
         gk.set_dtype.__wrapped__(whole_model, "output", "float32")  # (what the CLI calls)
