@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,19 @@ def test_split_and_run_chain_flags(flag: str | None, shown: bool, tmp_path: Path
     assert ("graphkit split" in capsys.readouterr().err) is shown
     assert main(["run-chain", str(tmp_path / "p"), *extra]) == 0
     assert ("graphkit run-chain" in capsys.readouterr().err) is shown
+
+
+@pytest.mark.parametrize("flag", ["--progress", "--no-progress"])
+def test_reduce_and_convert_auto_mixed_flags(flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    whole = str(fixture("whole_model.onnx"))
+    edited = tmp_path / "edited.onnx"
+    assert main(["edit", whole, str(edited), "--set-op-type", "/Add=Sub"]) == 0
+    capsys.readouterr()
+    assert main(["reduce", whole, str(tmp_path / "r"), "--candidate", str(edited), "--fails-on", "compare", flag]) == 0
+    err = capsys.readouterr().err
+    assert ("graphkit reduce" in err) is (flag == "--progress")
+    if flag == "--progress":
+        assert " runs" in err and re.search(r"\| (\d+)/\1 \[", err), err  # the bar reached its total
+    assert main(["convert", whole, str(tmp_path / "half.onnx"), "--float16", "--auto-mixed", flag]) == 0
+    err = capsys.readouterr().err
+    assert ("graphkit convert" in err) is (flag == "--progress")
