@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from graphkit import _check_args as argcheck
 from graphkit._extract import extract
-from graphkit._graph import GraphIndex
-from graphkit._model import Model
+from graphkit._graph import GraphIndex, subgraphs
+from graphkit._model import Model, iter_graphs
 from graphkit.errors import NameNotFoundError, UsageError, not_found
 
 __all__ = ["Neighbourhood", "around_nodes", "neighbourhood"]
@@ -24,6 +24,8 @@ class Neighbourhood:
         nodes: How many nodes it keeps; ``total`` of the source's main graph.
         inputs: The tensors where it was cut on the way in (they become its inputs).
         outputs: Its outputs: what the kept nodes compute that other nodes or the graph use.
+        inside: When the name asked for is a node or tensor of an If/Loop/Scan body, that name (the
+            cut is centred on the main-graph node holding the body); else None.
     """
 
     model: Model
@@ -32,6 +34,7 @@ class Neighbourhood:
     total: int
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    inside: str | None = None
 
 
 def around_nodes(index: GraphIndex, start: int, depth: int) -> dict[int, int]:
@@ -55,8 +58,8 @@ def around_nodes(index: GraphIndex, start: int, depth: int) -> dict[int, int]:
 
 
 def centre_node(index: GraphIndex, name: str, where: str) -> int:
-    """The node a name stands for: a node (name or ``#index``), or the producer (else the first
-    reader) of a tensor.
+    """The node a name stands for: a node (name or ``#index``), the node whose If/Loop/Scan body
+    holds a node or tensor of that name, or the producer (else the first reader) of a tensor.
 
     Raises:
         NameNotFoundError: Neither a node nor a tensor of the main graph.
@@ -65,6 +68,9 @@ def centre_node(index: GraphIndex, name: str, where: str) -> int:
     found = index.node_index(name)
     if found is not None:
         return found
+    owner = body_holder(index, name)
+    if owner is not None:
+        return owner
     if name in index.producer:
         return index.producer[name]
     readers = index.consumers.get(name, ())
@@ -76,8 +82,23 @@ def centre_node(index: GraphIndex, name: str, where: str) -> int:
                     [*index.nodes_by_name, *index.tensor_names], where=where)
 
 
+def body_holder(index: GraphIndex, name: str) -> int | None:
+    """The main-graph node whose If/Loop/Scan body (at any depth) holds a node named ``name`` or
+    defines a tensor of that name, or None (also for names of the main graph itself)."""
+    if name in index.nodes_by_name or name in index.producer:
+        return None
+    for i, node in enumerate(index.nodes):
+        if not len(node.attribute):
+            continue
+        for body in subgraphs(node):
+            if any(n.name == name for graph, _ in iter_graphs(body) for n in graph.node):
+                return i
+    return index.body_owner(name)
+
+
 def neighbourhood(model: Model, /, around: str, *, depth: int = 2) -> Neighbourhood:
-    """The sub-model of the nodes within ``depth`` steps of node or tensor ``around``.
+    """The sub-model of the nodes within ``depth`` steps of node or tensor ``around`` (a name inside
+    an If/Loop/Scan body stands for the main-graph node holding that body: ``inside`` says so).
 
     Raises:
         NameNotFoundError: ``around`` names no node or tensor of the main graph.
@@ -98,4 +119,6 @@ def neighbourhood(model: Model, /, around: str, *, depth: int = 2) -> Neighbourh
     inputs, outputs = list(dict.fromkeys(inputs)), list(dict.fromkeys(outputs))
     sub = extract(model, inputs=inputs, outputs=outputs, check=False)
     node = index.nodes[start]
-    return Neighbourhood(sub, node.name or f"#{start}", len(kept), len(index.nodes), tuple(inputs), tuple(outputs))
+    inside = around if body_holder(index, around) == start else None
+    return Neighbourhood(sub, node.name or f"#{start}", len(kept), len(index.nodes), tuple(inputs), tuple(outputs),
+                         inside)

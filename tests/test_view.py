@@ -11,9 +11,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 from _browser import browser, open_page
 from conftest import ROOT, fixture
+from onnx import TensorProto, helper, numpy_helper
 
 import graphkit as gk
 from graphkit._graph import GraphIndex
@@ -44,6 +46,65 @@ def test_around_nodes_signs_distances() -> None:
     distances = {index.nodes[i].name: d for i, d in around_nodes(index, start, 2).items()}
     assert distances["/Add"] == 0 and distances["/convs3/convs3.1/Conv"] == -1
     assert distances["/convs3/convs3.0/Conv"] == -2 and distances["/convs4/convs4.1/Conv"] == 2
+
+
+def _loop_model() -> gk.Model:
+    """x → Relu → Loop (body: Mul, Add; named '/loop/body/Mul', '/loop/body/Add') → Sigmoid → y."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond"], ["cond_out"], name="/loop/body/cond"),
+         helper.make_node("Mul", ["acc", "two"], ["m"], name="/loop/body/Mul"),
+         helper.make_node("Add", ["m", "one"], ["acc_out"], name="/loop/body/Add")],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("acc", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [2])],
+        [numpy_helper.from_array(np.array([2, 2], np.float32), "two"),
+         numpy_helper.from_array(np.array([1, 1], np.float32), "one")])
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="/relu"),
+         helper.make_node("Loop", ["trips", "", "r"], ["l"], name="/loop/Loop", body=body),
+         helper.make_node("Sigmoid", ["l"], ["y"], name="/sigmoid")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        [numpy_helper.from_array(np.array(3, np.int64), "trips")])
+    return gk.Model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+@pytest.mark.parametrize("name", ["/loop/body/Mul", "m"])
+def test_a_name_inside_a_loop_body_centres_on_the_loop(name: str) -> None:
+    model = _loop_model()
+    cut = neighbourhood(model, name, depth=1)
+    assert (cut.centre, cut.inside) == ("/loop/Loop", name)
+    assert [n.name for n in cut.model.proto.graph.node] == ["/relu", "/loop/Loop", "/sigmoid"]
+    x = np.array([-1.0, 0.5], np.float32)
+    np.testing.assert_allclose(gk.run(cut.model, {"x": x})["y"], gk.run(model, {"x": x})["y"], rtol=1e-6)
+    assert neighbourhood(model, "/loop/Loop", depth=1).inside is None
+
+
+def test_view_says_a_body_node_is_shown_through_its_loop(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("netron")
+    path = tmp_path / "loop.onnx"
+    gk.save(_loop_model(), path)
+
+    def stop_at_once(seconds: float) -> None:
+        raise KeyboardInterrupt  # (Ctrl-C as soon as the page is served)
+
+    import time
+    from types import SimpleNamespace
+
+    import graphkit.cli.view as view_cli
+
+    monkeypatch.setattr(view_cli, "time", SimpleNamespace(sleep=stop_at_once, time=time.time))
+    assert main(["view", str(path), "--around", "/loop/body/Mul", "--depth", "1", "--no-browser"]) == 0
+    out = capsys.readouterr().out
+    assert "'/loop/body/Mul' is inside a body of '/loop/Loop': showing that node" in out
+    assert "showing 3 of 3 nodes within 1 steps of '/loop/Loop'" in out and out.rstrip().endswith("stopped")
+    address = re.search(r"Netron: (http://\S+)", out)
+    assert address is not None
+    with pytest.raises(urllib.error.URLError):  # the server was stopped
+        urllib.request.urlopen(address.group(1) + "/", timeout=5)
 
 
 def test_an_unknown_name_is_exit_2_with_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:

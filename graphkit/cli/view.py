@@ -67,6 +67,9 @@ def run(args: argparse.Namespace) -> int:
             cut = neighbourhood(model, args.around, depth=args.depth)
             path = Path(folder) / f"around_{_safe(cut.centre)}.onnx"
             io.save(cut.model, path)
+            if cut.inside is not None:
+                _render.text(f"{cut.inside!r} is inside a body of {cut.centre!r}: showing that node "
+                             "(Netron opens its body when you click it)")
             _render.text(f"showing {cut.nodes} of {cut.total} nodes within {args.depth} steps of {cut.centre!r}")
             _render.text("  cut at inputs: " + (", ".join(repr(n) for n in cut.inputs) or "(the graph inputs)"))
             _render.text("  outputs: " + ", ".join(repr(n) for n in cut.outputs))
