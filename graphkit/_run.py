@@ -478,7 +478,10 @@ def _check_shape(spec: FeedSpec, shape: tuple[int, ...], where: str) -> None:
             raise FeedError(
                 f"input {spec.name!r} of {where} expects {spec.dtype} {expected}, got {list(shape)}: "
                 f"dim {axis} is fixed to {want}",
-                hint="only dims shown as names or ? are dynamic; make the dim dynamic first if needed",
+                hint=f"only dims shown as names or ? are dynamic; make dim {axis} dynamic first if needed "
+                     f"(set_dims(model, tensor={spec.name!r}, dims={{{axis}: 'N'}}))",
+                cli_hint=f"only dims shown as names or ? are dynamic; make dim {axis} dynamic first if needed "
+                         f"(python -m graphkit edit MODEL OUT --dynamic {spec.name}:{axis}=N)",
             )
 
 

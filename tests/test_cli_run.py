@@ -242,3 +242,15 @@ def test_run_chain_checks_dim_names_against_the_chain_inputs(tmp_path: Path,
     capsys.readouterr()
     assert main(["run-chain", str(tmp_path / "parts"), "--dim", "bogus=2"]) == 2
     assert "no graph input of the chain has a dim named 'bogus'" in capsys.readouterr().err
+
+
+def test_a_fixed_dim_names_the_edit_that_makes_it_dynamic(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    np.save(tmp_path / "small.npy", np.zeros((1, 3, 5, 5), np.float32))
+    assert main(["run", str(fixture("whole_model.onnx")), "--input", f"input.1={tmp_path / 'small.npy'}"]) == 2
+    err = capsys.readouterr().err
+    assert "dim 2 is fixed to 20" in err and "--dynamic input.1:2=N" in err
+    import graphkit as gk
+
+    with pytest.raises(gk.FeedError) as caught:
+        gk.run(gk.load(fixture("whole_model.onnx")), {"input.1": np.zeros((1, 3, 5, 5), np.float32)})
+    assert "set_dims(" in str(caught.value.hint) and "--" not in str(caught.value.hint)
