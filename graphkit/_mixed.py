@@ -380,7 +380,8 @@ class _Search:
             if not ready:
                 continue
             pending = [k for k in pending if k not in set(ready)]
-            self._measure_fragment(ready, reads, outputs, held)
+            for chunk in _chunks(ready, reads, outputs, held):
+                self._measure_fragment(chunk, reads, outputs, held)
             for k in ready:
                 for name in reads[k]:
                     readers[name] -= 1
@@ -500,6 +501,33 @@ def _local(half: np.ndarray, want: np.ndarray) -> _Local:
     scale = float(np.sqrt(np.mean(ref[both] * ref[both])))
     relative = error / scale if scale > 0 else (math.inf if error > 0 else 0.0)
     return _Local(float(diff.max()), relative, overflow)
+
+
+def _nbytes(value: Any) -> int:
+    return int(value.nbytes) if isinstance(value, np.ndarray) else 0
+
+
+def _chunks(ready: list[int], reads: Mapping[int, list[str]], outputs: Mapping[int, list[str]],
+            held: Mapping[str, Any]) -> list[list[int]]:
+    """``ready`` in order, cut so that each local measurement's values (its distinct inputs and its
+    outputs) stay within compare's fragment budget: a capture fragment can expose more than that
+    (light_densenet121's last fragment exposed 337 MB, and one decoupled model over all of it
+    peaked at 914 MB)."""
+    chunks: list[list[int]] = [[]]
+    seen: set[str] = set()
+    total = 0
+    for k in ready:
+        names = [n for n in (*reads[k], *outputs[k]) if n not in seen]
+        n_bytes = sum(_nbytes(held.get(n)) for n in names)
+        if chunks[-1] and total + n_bytes > DEFAULT_FRAGMENT_BYTES:
+            chunks.append([])
+            seen, total = set(), 0
+            names = list(dict.fromkeys((*reads[k], *outputs[k])))
+            n_bytes = sum(_nbytes(held.get(n)) for n in names)
+        chunks[-1].append(k)
+        seen.update(names)
+        total += n_bytes
+    return chunks
 
 
 def _fresh(base: str, taken: set[str]) -> str:
