@@ -13,6 +13,7 @@ fallback is noted, so one missing kernel does not stop the whole comparison.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -24,11 +25,18 @@ from graphkit._graph import GraphIndex
 from graphkit._io import inline_proto
 from graphkit._model import Model, has_external_data
 from graphkit._ort import Settings, provider_name
-from graphkit._run import as_value, run_fragment
+from graphkit._run import as_value, run_fragment, settings
 from graphkit._submodel import submodel
 from graphkit.errors import RuntimeFailure
 
-__all__ = ["check_provider", "execute", "functions_in_call_order", "missing_kernels"]
+__all__ = ["BACKENDS", "check_provider", "execute", "functions_in_call_order", "missing_kernels", "side_settings"]
+
+#: Backends a model side can run on (see ``graphkit.Backend``).
+BACKENDS: dict[str, str] = {
+    "ort": "ONNX Runtime (all optimizations)",
+    "ort-noopt": "ONNX Runtime (no optimizations)",
+    "reference": "onnx ReferenceEvaluator (spec fixes: graphkit._reference_ops)",
+}
 
 
 def check_provider(provider: str) -> str:
@@ -38,6 +46,29 @@ def check_provider(provider: str) -> str:
         UsageError: This ONNX Runtime has no such provider; the message lists the ones it has.
     """
     return provider_name(provider)
+
+
+def side_settings(provider: Any, reference_provider: Any, candidate_provider: Any, provider_options: Any,
+                  custom_ops: Any, python_ops: Any) -> tuple[Settings, Settings]:
+    """The reference and candidate sides' session settings from compare's and reduce's keywords,
+    checked: ``provider`` for both unless ``reference_provider``/``candidate_provider`` says otherwise.
+
+    Raises:
+        ArgumentTypeError, UsageError: An argument of the wrong type or value, naming its keyword; a
+            provider this ONNX Runtime lacks (the message lists the ones it has).
+    """
+    common = settings(provider=provider, provider_options=provider_options, custom_ops=custom_ops,
+                      python_ops=python_ops)
+    sides = []
+    for name, chosen in (("reference_", reference_provider), ("candidate_", candidate_provider)):
+        if chosen is None:
+            sides.append(common)
+        else:
+            side = settings(provider=chosen, prefix=name)
+            sides.append(replace(common, provider=side.provider))
+    for side in sides:
+        check_provider(side.provider)
+    return sides[0], sides[1]
 
 
 def execute(model: Model, feeds: Mapping[str, Any], outputs: Sequence[str], backend: str, what: str,

@@ -38,6 +38,7 @@ import onnx
 from graphkit import _backends
 from graphkit import _check_args as argcheck
 from graphkit._arrays import open_npz
+from graphkit._backends import BACKENDS, side_settings
 from graphkit._custom_ops import CustomOp
 from graphkit._files import check_regular, exists, read_data
 from graphkit._graph import GraphIndex, subgraphs
@@ -76,12 +77,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Backends a model side can run on (see ``graphkit.Backend``).
-BACKENDS: dict[str, str] = {
-    "ort": "ONNX Runtime (all optimizations)",
-    "ort-noopt": "ONNX Runtime (no optimizations)",
-    "reference": "onnx ReferenceEvaluator (spec fixes: graphkit._reference_ops)",
-}
 DEFAULT_FRAGMENT_BYTES = 64 * 2**20
 _CHUNK = 1 << 20  # elements per step when computing figures, to bound temporaries
 _MAX_FRAGMENT_NODES = 64  # the largest fragment a local check re-runs
@@ -1023,7 +1018,7 @@ def compare(
     argcheck.optional(argcheck.choice, backend, "backend", choices=BACKENDS)
     argcheck.choice(candidate_backend, "candidate_backend", BACKENDS)
     argcheck.boolean(check_finite, "check_finite")
-    ref_config, cand_config = _side_settings(provider, reference_provider, candidate_provider, provider_options,
+    ref_config, cand_config = side_settings(provider, reference_provider, candidate_provider, provider_options,
                                              custom_ops, python_ops)
     if reference is not None and other is not None:
         raise UsageError("compare takes a second model or reference values, not both",
@@ -1111,24 +1106,6 @@ def _side_label(graph: _Graph, backend: str, config: Settings | None = None) -> 
     if config is not None and backend != "reference" and config.provider.lower() not in ("cpu", "cpuexecutionprovider"):
         label += f" with provider {config.label()}"
     return label
-
-
-def _side_settings(provider: Any, reference_provider: Any, candidate_provider: Any, provider_options: Any,
-                   custom_ops: Any, python_ops: Any) -> tuple[Settings, Settings]:
-    """The reference and candidate sides' session settings, checked (a provider this ONNX Runtime
-    lacks is a UsageError listing the ones it has)."""
-    common = settings(provider=provider, provider_options=provider_options, custom_ops=custom_ops,
-                      python_ops=python_ops)
-    sides = []
-    for name, chosen in (("reference_", reference_provider), ("candidate_", candidate_provider)):
-        if chosen is None:
-            sides.append(common)
-        else:
-            side = settings(provider=chosen, prefix=name)
-            sides.append(replace(common, provider=side.provider))
-    for side in sides:
-        _backends.check_provider(side.provider)
-    return sides[0], sides[1]
 
 
 def _match_models(ref: _Graph, cand: _Graph, mapping: Mapping[str, str]) -> tuple[list[_Pair], dict[str, str]]:

@@ -35,7 +35,8 @@ import onnx
 
 from graphkit import _backends, _io, _progress, _write
 from graphkit import _check_args as argcheck
-from graphkit._compare import BACKENDS, _side_settings, compare, tensor_figures
+from graphkit._backends import BACKENDS, side_settings
+from graphkit._compare import compare, tensor_figures
 from graphkit._custom_ops import CustomOp
 from graphkit._graph import GraphIndex
 from graphkit._model import Model
@@ -197,7 +198,7 @@ def reduce(
         if len(divergence) != 2:
             raise UsageError(f"divergence= must be (candidate tensor, reference tensor), not {len(divergence)} names",
                              hint="pass the first divergence's tensor and its reference_name")
-    ref_config, config = _side_settings(provider, reference_provider, candidate_provider, provider_options,
+    ref_config, config = side_settings(provider, reference_provider, candidate_provider, provider_options,
                                         custom_ops, python_ops)
     if other is not None and fails_on != "compare":
         raise UsageError(f"a second model is compared against the first, so it is reduced only for a disagreement "

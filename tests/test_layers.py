@@ -132,3 +132,18 @@ def test_no_edit_module_is_named_like_a_public_function() -> None:
 
     modules = {path.stem for path in (PACKAGE / "_edit").glob("*.py")}
     assert modules & set(graphkit.__all__) == set()
+
+
+#: The verbs of the top library layer: none reaches into another's private names (what two of them
+#: share lives in a module of its own, as ``_backends.side_settings`` does for compare and reduce).
+VERB_MODULES = ("_chain", "_compare", "_mixed", "_reduce", "_report")
+
+
+def test_no_verb_module_imports_another_verbs_private_names() -> None:
+    found = []
+    for name in VERB_MODULES:
+        tree = ast.parse((PACKAGE / f"{name}.py").read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module in {f"graphkit.{v}" for v in VERB_MODULES}:
+                found += [f"{name} imports {node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+    assert found == []

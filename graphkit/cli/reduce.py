@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from graphkit._compare import BACKENDS
+from graphkit._backends import BACKENDS
 from graphkit._options import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance
 from graphkit._reduce import FAILS_ON, Reduction, reduce, save_repro
 from graphkit._run import input_specs
