@@ -16,8 +16,15 @@ activations, not the weights, then dominate an expose-all run); ``big_external``
 external-weights model (each fragment session loads only its own weights). ``--small`` uses the
 tiny variants.
 
+Models may also be the onnx wheel's light models (``light`` for all nine, or ``light_resnet50``...:
+every weight is made by a ConstantOfShape node, many tensors per MB), ``dyn_transformer`` (the
+benchmark folder's transformer with symbolic dims and external weights) or any ``.onnx`` path;
+``--seq 0`` takes the benchmark's stock transformer (sequence 128) instead of generating one.
+
     python bench/bench_compare.py --small
     python bench/bench_compare.py                    # transformer (seq 512) and big_external: ~3 min
+    python bench/bench_compare.py --models light --fragment-mb 64 --repeat 3
+    python bench/bench_compare.py --models transformer dyn_transformer many_nodes --seq 0 --fragment-mb 64
     python bench/bench_compare.py --models b --repeat 3
 """
 
@@ -33,14 +40,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _measure
 import generate
+import onnx
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent
 RUNNERS = HERE / "_compare_runners.py"
 
 
-def _model(key: str, small: bool, seq: int) -> Path:
-    if small or key != "transformer":
+LIGHT = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
+
+
+def _models(names: list[str]) -> list[str]:
+    """The model names, ``light`` expanded to the nine light models."""
+    found: list[str] = []
+    for name in names:
+        found += sorted(p.stem for p in LIGHT.glob("light_*.onnx")) if name == "light" else [name]
+    return found
+
+
+def _model(name: str, small: bool, seq: int) -> Path:
+    if name.startswith("light_"):
+        return LIGHT / f"{name}.onnx"
+    if name == "dyn_transformer":
+        return generate.default_root() / "dyn_transformer" / "model.onnx"
+    if name.endswith(".onnx"):
+        return Path(name)
+    key = generate.resolve_key(name)
+    if small or key != "transformer" or seq == 0:
         return generate.generate(key, small=small)
     base = generate.CONFIGS[False]["transformer"]
     assert isinstance(base, generate.TransformerConfig)
@@ -59,16 +85,18 @@ def _env() -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["transformer", "big_external"],
-                        help="models of the extract benchmark: transformer (a), many_nodes (b), big_external (c)")
+                        help="models of the extract benchmark: transformer (a), many_nodes (b), big_external (c); "
+                             "light, light_<name>, dyn_transformer or an .onnx path")
     parser.add_argument("--small", action="store_true", help="the tiny variants (seconds)")
-    parser.add_argument("--seq", type=int, default=512, help="sequence length of the transformer (default 512)")
+    parser.add_argument("--seq", type=int, default=512,
+                        help="sequence length of the transformer (default 512; 0: the stock transformer.onnx)")
     parser.add_argument("--fragment-mb", type=float, nargs="+", default=[256.0, 64.0])
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     report = []
-    for key in args.models:
-        model = _model(generate.resolve_key(key), args.small, args.seq)
+    for name in _models(args.models):
+        model = _model(name, args.small, args.seq)
         report.append({"model": str(model), "rows": _bench(model, args)})
     _measure.shutdown()
     if args.json:
@@ -93,7 +121,7 @@ def _bench(model: Path, args: argparse.Namespace) -> list[dict[str, object]]:
             print(f"{trial.job}: FAILED {trial.run.error}", file=sys.stderr)
 
     data = model.parent / generate.DATA_FILE
-    files = [model, data] if data.exists() and "big_external" in str(model) else [model]
+    files = [model, data] if data.exists() and model.name == "model.onnx" else [model]
     size = sum(f.stat().st_size for f in files) / 2**20
     print(f"\nmodel {model} ({size:.0f} MiB with its weights)")
     trials = _measure.measure_against_floor(job("plain", "plain_run"), jobs, repeat=args.repeat, warm=files,

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import onnx
 
-from graphkit import _reference_ops as reference_ops
 from graphkit._custom_ops import CustomOp, reference_op
 from graphkit._graph import GraphIndex
 from graphkit._io import inline_proto
@@ -110,6 +109,14 @@ def _reference(model: Model, feeds: Mapping[str, Any], outputs: Sequence[str], w
     return _mixed(model.derive(proto), feeds, outputs, set(missing), what, config, notes)
 
 
+def _reference_ops() -> Any:
+    """graphkit._reference_ops, imported when a side runs on the evaluator: it imports onnx.reference
+    (+13 MB resident), which a comparison on ONNX Runtime alone never needs."""
+    from graphkit import _reference_ops
+
+    return _reference_ops
+
+
 class _EvaluatorFailure(RuntimeFailure):
     """onnx's ReferenceEvaluator raised (not a Python operator of the user's)."""
 
@@ -122,6 +129,7 @@ def _evaluate(proto: onnx.ModelProto, feeds: Mapping[str, Any], outputs: Sequenc
               python_ops: Sequence[CustomOp]) -> dict[str, Any]:
     from onnx.reference import ReferenceEvaluator
 
+    reference_ops = _reference_ops()
     try:
         evaluator = ReferenceEvaluator(proto, new_ops=[*reference_ops.OVERRIDES, *map(reference_op, python_ops)])
         values = evaluator.run(list(outputs), dict(feeds))
@@ -226,7 +234,7 @@ def missing_kernels(proto: onnx.ModelProto, python_ops: Sequence[CustomOp] = ())
     node of its bodies or of the local function it calls (at any depth)."""
     opsets = {o.domain or "": o.version for o in proto.opset_import}
     functions = {(f.domain, f.name): f for f in proto.functions}
-    extra = {op.key for op in python_ops} | {(getattr(o, "op_domain", ""), o.__name__) for o in reference_ops.OVERRIDES}
+    extra = {op.key for op in python_ops} | {(getattr(o, "op_domain", ""), o.__name__) for o in _reference_ops().OVERRIDES}
     known: dict[tuple[str, str], bool] = {}
 
     def runnable(node: onnx.NodeProto, seen: frozenset[tuple[str, str]]) -> bool:

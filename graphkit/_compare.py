@@ -54,6 +54,7 @@ from graphkit.errors import (
     ArgumentTypeError,
     FeedError,
     NameNotFoundError,
+    RuntimeFailure,
     TensorNotFoundError,
     UsageError,
     did_you_mean,
@@ -78,7 +79,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_FRAGMENT_BYTES = 64 * 2**20
-_CHUNK = 1 << 20  # elements per step when computing figures, to bound temporaries
+_CHUNK = 1 << 18  # elements per step when computing figures: their float64 temporaries stay near 12 MB
 _MAX_FRAGMENT_NODES = 64  # the largest fragment a local check re-runs
 _FIRST_NAMES = 5  # unmatched names listed in a report (the counts are complete)
 
@@ -246,16 +247,21 @@ class Fusion:
         op_type: That producer's operator (``FusedConv``, or the same operator with folded weights).
         absorbed: Reference tensors between this one and the previous matched ones that the
             candidate does not have (their nodes were folded into ``node``).
+        group: One model on ONNX Runtime with optimizations against a side without: the model's
+            nodes ONNX Runtime fused into ``node`` (conv, bn, relu); ``absorbed`` are then the
+            tensors between them, which it never computes (not compared).
     """
 
     tensor: str
     node: str
     op_type: str
     absorbed: tuple[str, ...]
+    group: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        return {"tensor": self.tensor, "node": self.node, "op_type": self.op_type, "absorbed": list(self.absorbed)}
+        return {"tensor": self.tensor, "node": self.node, "op_type": self.op_type, "absorbed": list(self.absorbed),
+                "group": list(self.group)}
 
 
 @dataclass(frozen=True)
@@ -427,6 +433,8 @@ class _Accumulator:
         self.finite = 0
 
     def add(self, c_raw: np.ndarray, r_raw: np.ndarray) -> None:
+        if self._add_equal(c_raw, r_raw):
+            return
         c = c_raw.astype(np.float64)
         r = r_raw.astype(np.float64)
         if not (np.isfinite(c).all() and np.isfinite(r).all()):
@@ -463,6 +471,24 @@ class _Accumulator:
                 diff -= self.tol.atol
                 diff /= mag
             self.need_rtol = max(self.need_rtol, float(diff.max()))
+
+    def _add_equal(self, c_raw: np.ndarray, r_raw: np.ndarray) -> bool:
+        """The figures of a chunk equal on both sides and finite (the common case: a node both
+        sides computed alike) in three passes instead of about twenty: only the norms change; the
+        maxima, sums of errors and needed tolerances stay as they are. Whether it applied.
+        (light_resnet50, ONNX Runtime against itself without optimizations: figures 22.6 s -> see
+        bench/bench_compare.py; the same figures as the general path, tests/test_compare.py.)"""
+        if c_raw.dtype != r_raw.dtype or c_raw.dtype.kind not in "fiub" or not np.array_equal(c_raw, r_raw):
+            return False  # (NaN never equals itself: a chunk with one takes the general path)
+        c = c_raw.astype(np.float64)
+        if c_raw.dtype.kind == "f" and not np.isfinite(c).all():
+            return False
+        norm = float(np.dot(c, c))
+        self.norm_c += norm
+        self.norm_r += norm
+        self.dot += norm
+        self.finite += c.size
+        return True
 
     def _special(self, c: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Count NaN/Inf on each side, count mismatched ones as out of tolerance, keep the finite pairs."""
@@ -660,6 +686,8 @@ class _Graph:
     label: str = ""  # the original model's file or name
     types: dict[str, onnx.ValueInfoProto] = field(default_factory=dict)  # tensor -> type, once asked
     inferred: dict[str, onnx.TypeProto] | None = None  # every tensor's type, once a fragment needs one
+    sizes: dict[str, int] | None = None  # node output -> bytes, where its shape is static
+    computed: set[str] | None = None  # the tensors computed from a graph input, once asked
 
     @classmethod
     def of(cls, model: Model, marker_spec: tuple[str, str, str]) -> _Graph:
@@ -700,12 +728,19 @@ class _Graph:
         live = [n for n in self.produced if n in self.index.consumers or n in outputs]
         if constants:
             return live
-        varying = set(self.index.inputs) - set(self.index.initializers)
-        nodes = self.model.lazy_proto.graph.node
-        for i in self.order:
-            if any(r in varying for r in self.index.node_reads[i]):
-                varying.update(o for o in nodes[i].output if o)
+        varying = self.varying()
         return [n for n in live if n in varying]
+
+    def varying(self) -> set[str]:
+        """The tensors computed from a graph input (not from weights and constants alone)."""
+        if self.computed is None:
+            varying = set(self.index.inputs) - set(self.index.initializers)
+            nodes = self.model.lazy_proto.graph.node
+            for i in self.order:
+                if any(r in varying for r in self.index.node_reads[i]):
+                    varying.update(o for o in nodes[i].output if o)
+            self.computed = varying
+        return self.computed
 
     def value_info(self, tensor: str) -> onnx.ValueInfoProto:
         """The typed ValueInfoProto of a tensor from the model (the typing engine, no run): how a
@@ -725,6 +760,18 @@ class _Graph:
             names = [*self.index.inputs, *self.produced]
             self.inferred = dict(tensor_types(self.model, names, observe=False).types)
         return self.inferred
+
+    def static_nbytes(self) -> dict[str, int]:
+        """Bytes of each node output whose dtype and every dim ONNX shape inference proves (no run,
+        no symbolic inference: cheap), computed once; a fragment is sized from these."""
+        if self.sizes is None:
+            found = tensor_types(self.model, self.produced, observe=False, symbolic=False).types
+            self.sizes = {}
+            for name, tp in found.items():
+                size = _static_nbytes(tp)
+                if size is not None:
+                    self.sizes[name] = size
+        return self.sizes
 
     def input_info(self, tensor: str, value: Any) -> onnx.ValueInfoProto:
         """How a captured value enters a fragment: typed as the model has the tensor (symbolic dims
@@ -788,6 +835,25 @@ def _value_info(name: str, value: np.ndarray) -> onnx.ValueInfoProto:
     return onnx.helper.make_tensor_value_info(name, elem, list(value.shape))
 
 
+def _static_nbytes(tp: onnx.TypeProto) -> int | None:
+    """Bytes of a tensor of type ``tp`` when its element type has a fixed size and every dim is sized."""
+    if tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
+        return None
+    tensor = tp.tensor_type
+    if tensor.elem_type in (onnx.TensorProto.UNDEFINED, onnx.TensorProto.STRING):
+        return None
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return None
+    count = 1
+    for d in tensor.shape.dim:
+        if not d.HasField("dim_value") or d.dim_value < 0:
+            return None
+        count *= d.dim_value
+    return count * itemsize
+
+
 def _holds(declared: onnx.TypeProto, value: np.ndarray) -> bool:
     """Whether a tensor type admits ``value``: same element type and rank, every sized dim equal."""
     if declared.WhichOneof("value") != "tensor_type":
@@ -812,7 +878,7 @@ class _Walker:
 
     def __init__(self, graph: _Graph, backend: str, feeds: Mapping[str, np.ndarray], wanted: set[str],
                  *, budget: int, label: str, progress: Progress | None = None, config: Settings | None = None,
-                 notes: list[str] | None = None, first_step: int = 1) -> None:
+                 notes: list[str] | None = None, first_step: int = 1, fusions: bool = False) -> None:
         self.graph = graph
         self.first_step = max(first_step, 1)  # (1: learn the bytes per node before growing)
         self.backend = backend
@@ -825,11 +891,43 @@ class _Walker:
         self.progress = progress
         self.runs = 0
         self.order = self._needed_order()
+        # With ``fusions`` (ONNX Runtime with optimizations against a side without them), a tensor
+        # ONNX Runtime fuses away is not exposed, since exposing it would stop the fusion and the
+        # capture would compare kernels the optimized model never runs; what was fused is kept:
+        self.fusions = fusions and backend == "ort"
+        self.groups: dict[str, _Group] = {}  # group output -> the nodes ONNX Runtime fused into it
+        self.fused_away: dict[str, str] = {}  # wanted tensor that no longer exists -> its group's output
 
     def _needed_order(self) -> list[int]:
-        """The nodes the wanted tensors depend on, in topological order."""
-        needed = self.graph.index.upstream_nodes(self.wanted)
-        return [i for i in self.graph.order if i in needed]
+        """The nodes the wanted tensors depend on, in topological order, each node computed from
+        weights and constants alone placed just before its first reader: its value is then held
+        for a fragment or two, not from the start of the walk (the onnx wheel's light models make
+        every weight with a ConstantOfShape: held from the start, light_resnet50's 100 MB of them
+        were kept twice, once per side, for most of the walk)."""
+        index, nodes = self.graph.index, self.graph.model.lazy_proto.graph.node
+        needed = index.upstream_nodes(self.wanted)
+        varying = self.graph.varying()
+        order: list[int] = []
+        placed: set[int] = set()
+        for i in self.graph.order:
+            if i not in needed or i in placed:
+                continue
+            if not any(o in varying for o in nodes[i].output if o):
+                continue  # (placed before its first reader, or at the end when nothing reads it)
+            stack, todo = [i], []
+            while stack:  # the deferred producers i reads, depth first, each before its readers
+                j = stack.pop()
+                if j in placed:
+                    continue
+                todo.append(j)
+                placed.add(j)
+                for name in index.node_reads[j]:
+                    k = index.producer.get(name)
+                    if k is not None and k in needed and k not in placed:
+                        stack.append(k)
+            order.extend(sorted(todo, key=self.graph.rank.__getitem__))
+        order.extend(i for i in self.graph.order if i in needed and i not in placed)
+        return order
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         index, nodes = self.graph.index, self.graph.model.lazy_proto.graph.node
@@ -841,10 +939,13 @@ class _Walker:
         initial = {n: v for n, v in self.feeds.items() if n in self.wanted}
         if initial:
             yield initial
-        k, step, total = 0, self.first_step, len(self.order)
+        sizes = self.graph.static_nbytes()
+        k, total = 0, len(self.order)
+        nodes_at_most = self.first_step  # then at most four times the previous fragment's nodes
+        per_unknown: float | None = None  # bytes of an output of unknown size, as last observed
         while k < total:
-            chunk = self.order[k : k + step]
-            end = k + len(chunk)
+            end = self._chunk_end(k, nodes_at_most, sizes, per_unknown, last_use)
+            chunk = self.order[k:end]
             produced = [o for i in chunk for o in nodes[i].output if o]
             keep = [o for o in produced if last_use.get(o, -1) >= end]
             exposed = list(dict.fromkeys([o for o in produced if o in self.wanted] + keep))
@@ -852,13 +953,18 @@ class _Walker:
             feeds = {r: live[r] for r in reads if r in live}
             first = nodes[chunk[0]].name or nodes[chunk[0]].op_type
             what = f"{self.label}: running nodes {k + 1}-{end} of {total} (from {first!r})"
+            if self.fusions:
+                exposed = self._unfused(chunk, produced, feeds, keep, exposed, last_use, what)
             values = _execute(_fragment_model(self.graph, chunk, feeds, exposed), feeds, exposed, self.backend, what,
                               self.config, self.notes)
             self.runs += 1
             live.update({o: values[o] for o in keep})
             for name in [n for n in live if last_use.get(n, -1) < end]:
                 del live[name]
-            step = self._next_step(step, len(chunk), sum(value_nbytes(v) for v in values.values()))
+            unknown = [o for o in exposed if o not in sizes]
+            if unknown:
+                per_unknown = max(sum(value_nbytes(values[o]) for o in unknown) / len(unknown), 1.0)
+            nodes_at_most = min(len(chunk) * 4, 4096)
             batch = {o: values[o] for o in exposed if o in self.wanted}
             del values, feeds
             if self.progress is not None:
@@ -867,10 +973,99 @@ class _Walker:
             yield batch
             del batch
 
-    def _next_step(self, step: int, done: int, nbytes: int) -> int:
-        per_node = max(nbytes / max(done, 1), 1.0)
-        target = int(self.budget / per_node)
-        return max(1, min(target, step * 4, 4096))
+    def _unfused(self, chunk: list[int], produced: list[str], feeds: Mapping[str, Any], keep: list[str],
+                 exposed: list[str], last_use: Mapping[str, int], what: str) -> list[str]:
+        """The tensors of ``chunk`` to expose so that ONNX Runtime optimizes it as it would the
+        model: those its optimized graph of the chunk (exposing only what later fragments read and
+        the graph outputs) still has. The others are recorded as fused into the group whose output
+        they feed (``groups``, ``fused_away``)."""
+        outputs = set(self.graph.index.outputs)
+        needed = [o for o in produced if o in keep or o in outputs or (o in self.wanted and o not in last_use)]
+        if not needed:
+            return exposed
+        probe = _fragment_model(self.graph, chunk, feeds, needed)
+        try:
+            optimized = (self.config or Settings()).optimized(probe, opt_level="all")
+        except RuntimeFailure as err:  # (the run that follows reports a real refusal)
+            log.info("%s: ONNX Runtime's optimized graph is not available (%s); exposing every tensor", what, err)
+            return exposed
+        graph = optimized.graph
+        present = {n for node in graph.node for n in [*node.input, *node.output]} | {o.name for o in graph.output}
+        varying = self.graph.varying()  # (weights ONNX Runtime folded into new ones are no fusion)
+        gone = {o for o in produced if o not in present and o in varying}
+        if not gone:
+            return exposed
+        made_by = {o: node for node in graph.node for o in node.output}
+        original = set(produced) | set(feeds) | set(self.graph.index.inputs) | set(self.graph.index.initializers)
+        index = self.graph.index
+        for name in produced:
+            if name in gone or name not in self.wanted:
+                continue
+            members, absorbed, stack = [index.producer[name]], [], [index.producer[name]]
+            while stack:
+                for read in index.node_reads[stack.pop()]:
+                    if read in gone and read not in absorbed:
+                        absorbed.append(read)
+                        members.append(index.producer[read])
+                        stack.append(index.producer[read])
+            if absorbed:
+                group = _Group(tuple(sorted(set(members), key=self.graph.rank.__getitem__)),
+                               tuple(a for a in produced if a in absorbed),
+                               _optimized_nodes(made_by, name, original))
+                self.groups[name] = group
+                self.fused_away.update({a: name for a in group.absorbed if a in self.wanted})
+        return [o for o in exposed if o not in gone]
+
+    def _chunk_end(self, k: int, nodes_at_most: int, sizes: Mapping[str, int], per_unknown: float | None,
+                   last_use: Mapping[str, int]) -> int:
+        """Where the fragment starting at ``k`` ends: it exposes about ``budget`` bytes, each output
+        costed at its static size (shape fully known) or, if not known, at the last observed size
+        of such an output (before any: ``nodes_at_most`` bounds it alone); at most ``nodes_at_most``
+        nodes (four times the previous fragment's), so that an estimate made on small nodes is
+        corrected before it can overshoot by much."""
+        nodes = self.graph.model.lazy_proto.graph.node
+        limit = min(len(self.order), k + nodes_at_most)
+        spent, end = 0.0, k
+        while end < limit:
+            cost = 0.0
+            for o in nodes[self.order[end]].output:
+                if o and (o in self.wanted or last_use.get(o, -1) > end):
+                    size = sizes.get(o)
+                    cost += (per_unknown or 0.0) if size is None else size
+            if end > k and spent + cost > self.budget:
+                break
+            spent += cost
+            end += 1
+        return end
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Nodes ONNX Runtime fused into the computation of one tensor (which the group outputs)."""
+
+    nodes: tuple[int, ...]  # the model's nodes, in execution order
+    absorbed: tuple[str, ...]  # the tensors between them, which the optimized model does not have
+    optimized: tuple[tuple[str, str, str], ...]  # what ONNX Runtime runs instead: (op_type, name, domain)
+
+    def describe(self) -> str:
+        """What ONNX Runtime runs instead, for reports: "FusedConv 'conv' (com.microsoft)"."""
+        return ", ".join(f"{op} {name!r}" + (f" ({domain})" if domain else "") for op, name, domain in self.optimized)
+
+
+def _optimized_nodes(made_by: Mapping[str, onnx.NodeProto], tensor: str,
+                     original: set[str]) -> tuple[tuple[str, str, str], ...]:
+    """The optimized graph's nodes computing ``tensor`` from tensors the model has, in order."""
+    found: list[onnx.NodeProto] = []
+    stack = [tensor]
+    seen: set[int] = set()
+    while stack:
+        node = made_by.get(stack.pop())
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        found.append(node)
+        stack.extend(n for n in node.input if n and n not in original)
+    return tuple((n.op_type, n.name, n.domain) for n in reversed(found))
 
 
 class _ModelSource:
@@ -1204,7 +1399,7 @@ def _compare_models(ref: _Graph, cand: _Graph, pairs: list[_Pair], unmatched: tu
                      config=cand_config)
     cand_walker = _Walker(cand, cand_backend, cand_feeds, {p.candidate for p in pairs}, budget=budget,
                           label=_side_label(cand, cand_backend, cand_config), progress=progress, config=cand_config,
-                          notes=runner.notes)
+                          notes=runner.notes, fusions=ref is cand and ref_backend != cand_backend)
     ref_walker.notes = runner.notes
     runner.ref = ref if ref is not cand else None
     runner.two_backends = ref is cand
@@ -1217,7 +1412,8 @@ def _compare_models(ref: _Graph, cand: _Graph, pairs: list[_Pair], unmatched: tu
                       result[0], result[1], tol, tuple(unmatched[0]), tuple(result[2]), ref_walker.runs + cand_walker.runs,
                       tuple(gen.notes), finite.first_nonfinite if finite else None,
                       unmatched_candidate=tuple(unmatched[1]), outputs=tuple(cand.index.outputs),
-                      fusions=() if ref is cand else _fusions(ref, cand, pairs, unmatched[0], result[0]))
+                      fusions=_runtime_fusions(cand, cand_walker) if ref is cand
+                      else _fusions(ref, cand, pairs, unmatched[0], result[0]))
 
 
 def _map_feeds(feeds: Mapping[str, np.ndarray], cand: _Graph, where: str,
@@ -1312,6 +1508,7 @@ class _Fragment:
     nodes: list[int]  # in topological order
     boundary: list[str]  # activations read from the reference side (or feeds)
     main: int  # the node named as the culprit (the producer, skipping pass-through Identity nodes)
+    fused: str = ""  # what ONNX Runtime fused ``nodes`` into, when it did (the group is the culprit)
 
 
 @dataclass
@@ -1398,11 +1595,18 @@ class _Runner:
                 pair = pending.pop(name, None)
                 if pair is None:
                     continue
+                if name in walker.groups:
+                    self.plan.fragments[name] = self._group_fragment(walker.groups[name])
                 diff = self._compare_one(pair, batch[name])
                 if diff is not None:
                     results.append(diff)
                 self.source.release(position[name])
             del batch
+        fused = [n for n in pending if n in walker.fused_away]
+        if fused:
+            self.notes.append(f"{len(fused)} tensor(s) not compared: ONNX Runtime fused them away (see the fusions): "
+                              + ", ".join(repr(n) for n in fused[:5]) + (" …" if len(fused) > 5 else ""))
+        pending = {n: p for n, p in pending.items() if n not in walker.fused_away}
         if pending:
             self.notes.append(f"{len(pending)} tensor(s) were not produced by the candidate run: "
                               + ", ".join(repr(n) for n in list(pending)[:5]))
@@ -1411,6 +1615,21 @@ class _Runner:
         failing = next((t for t in results if not t.passed and t.origin != "fused"), None)
         first = None if failing is None else self._divergence(failing, {t.name: t for t in results})
         return tuple(results), first, self.notes
+
+    def _group_fragment(self, group: _Group) -> _Fragment:
+        """The local-check fragment of a fused group's output: the group, read from outside it."""
+        index, varying = self.cand.index, self.cand.varying()
+        nodes, stack = set(group.nodes), list(group.nodes)
+        while stack:  # with the nodes computing the constants it reads (weights made by nodes)
+            for name in index.node_reads[stack.pop()]:
+                j = index.producer.get(name)
+                if j is not None and j not in nodes and name not in varying:
+                    nodes.add(j)
+                    stack.append(j)
+        produced = {o for i in nodes for o in index.nodes[i].output}
+        boundary = list(dict.fromkeys(r for i in sorted(nodes) for r in index.node_reads[i]
+                                      if r not in produced and r not in index.initializers))
+        return _Fragment(sorted(nodes, key=self.cand.rank.__getitem__), boundary, group.nodes[-1], group.describe())
 
     def _compare_one(self, pair: _Pair, value: np.ndarray) -> TensorDiff | None:
         if isinstance(value, np.ndarray):
@@ -1477,10 +1696,12 @@ class _Runner:
                  compared: Mapping[str, TensorDiff]) -> tuple[str, str]:
         """The node where the numbers go wrong, and why (see ``Divergence.culprit``)."""
         label = node.name or node.op_type
+        frag = self.plan.fragments.get(diff.name)
+        if frag is not None and frag.fused:
+            return self._fused_culprit(frag, fragment, diff, local, compared)
         if local:
             return label, (f"re-run on the reference side's inputs it still diverges (max abs "
                            f"{diff.local_max_abs or 0.0:.3g})")
-        frag = self.plan.fragments.get(diff.name)
         boundary = frag.boundary if frag is not None else [n for n in node.input if n]
         inputs = [compared[n] for n in boundary if n in compared]
         bad = [t for t in inputs if not t.passed]
@@ -1497,6 +1718,27 @@ class _Runner:
                            f"(re-run on the reference side's inputs it agrees, max abs {diff.local_max_abs or 0.0:.3g}); "
                            "loosen the tolerance of its inputs or of this tensor")
         return label, within
+
+
+    def _fused_culprit(self, frag: _Fragment, names: tuple[str, ...], diff: TensorDiff, local: bool | None,
+                       compared: Mapping[str, TensorDiff]) -> tuple[str, str]:
+        """The group ONNX Runtime fused, named with what it runs instead."""
+        inputs = [compared[n] for n in frag.boundary if n in compared]
+        bad = [t for t in inputs if not t.passed]
+        group = ", ".join(self.cand.index.nodes[i].name or f"#{i}" for i in frag.nodes
+                          if any(o in self.cand.varying() for o in self.cand.index.nodes[i].output))
+        if bad:
+            return group, (f"it reads {bad[0].name!r}, which is out of tolerance; ONNX Runtime fused these nodes "
+                           f"into {frag.fused}")
+        unknown = [n for n in frag.boundary if n not in compared and n not in self.feeds]
+        worst = max((t.max_abs for t in inputs), default=0.0)
+        within = ("its inputs are within tolerance" + (f" (largest error {worst:.3g})" if inputs else
+                                                      " (the graph's inputs, fed alike)") + " and its output is not"
+                  if not unknown else "its output is out of tolerance (inputs " + ", ".join(map(repr, unknown[:3]))
+                  + " not compared)")
+        rerun = (f"; re-run alone on the reference side's inputs it still diverges (max abs {diff.local_max_abs or 0.0:.3g})"
+                 if local else "")
+        return group, f"{within}: ONNX Runtime fused these nodes into {frag.fused}{rerun}"
 
 
 def _make_diff(cand: _Graph, pair: _Pair, value: np.ndarray, expected: np.ndarray, tol: Tolerance) -> TensorDiff:
@@ -1801,6 +2043,16 @@ def _fusions(ref: _Graph, cand: _Graph, pairs: Sequence[_Pair], unmatched: Seque
         if absorbed and node is not None:
             covered.update(absorbed)
             found.append(Fusion(p.candidate, node.name or node.op_type, node.op_type, tuple(absorbed)))
+    return tuple(found)
+
+
+def _runtime_fusions(cand: _Graph, walker: _Walker) -> tuple[Fusion, ...]:
+    """The groups ONNX Runtime fused on the candidate side, each named by the node it runs for it."""
+    found = []
+    for tensor, group in walker.groups.items():
+        op, name, _ = group.optimized[0] if group.optimized else ("", "", "")
+        names = tuple(cand.index.nodes[i].name or f"#{i}" for i in group.nodes)
+        found.append(Fusion(tensor, name, op, group.absorbed, names))
     return tuple(found)
 
 

@@ -676,7 +676,8 @@ def run_fragment(model: Model, feeds: Mapping[str, np.ndarray], outputs: Sequenc
         RuntimeFailure: ONNX Runtime refuses the piece or fails while running it.
     """
     target, wanted = _with_outputs(model, outputs)
-    sess = (config or _ort.Settings()).session(target, opt_level=opt_level)
+    # (no arena: the values outlive the session, and an arena stays whole while one of them lives)
+    sess = (config or _ort.Settings()).session(target, opt_level=opt_level, arena=False)
     values = _run_session(sess, wanted, feeds, model.name)
     return {name: as_value(v) for name, v in zip(wanted, values)}
 

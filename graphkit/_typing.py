@@ -88,6 +88,7 @@ def tensor_types(
     declared: bool = True,
     observe: bool = True,
     runtime: _ort.Settings | None = None,
+    symbolic: bool = True,
 ) -> Typing:
     """The types of ``names`` (tensors of the main graph), each from the first source that tells.
 
@@ -103,6 +104,8 @@ def tensor_types(
         observe: When inference leaves a name untyped or unranked, run the model once in ONNX
             Runtime to observe its dtype and rank.
         runtime: The session settings of that run (custom-op libraries, Python operators).
+        symbolic: Ask ONNX Runtime's symbolic shape inference where ONNX's leaves a dim unknown
+            (False: those dims stay named, and sympy is never imported: +34 MB on light_squeezenet).
 
     Returns:
         The types found; a name no source can type is absent. Unknown dims are named, never sized.
@@ -129,7 +132,7 @@ def tensor_types(
             if name not in types or has_shape(tp):
                 types[name], source[name] = tp, "inference"
         vague = [n for n in pending if n not in types or not _fully_shaped(types[n])]
-        if vague:
+        if vague and symbolic:
             for name, tp in _symbolic_types(g, vague, stops, cut, inputs, value_info=declared).items():
                 if name not in types or _better(tp, types[name]):
                     types[name], source[name] = tp, "inference"

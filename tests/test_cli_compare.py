@@ -47,13 +47,17 @@ def _reference_npz(tmp_path: Path) -> Path:
 def test_compare_one_model_passes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", str(fixture("whole_model.onnx"))]) == 0
     out = capsys.readouterr().out
-    assert "no optimizations" in out and "/Add_output_0" in out and "PASSED: 11 tensors" in out
+    assert "no optimizations" in out and "/Add_output_0" in out and "PASSED: 9 tensors" in out
+    assert ("fused by ONNX Runtime: '/Add_output_0' (Conv '/convs3/convs3.1/Conv_output_0_nchwc') from "
+            "'/convs2/convs2.1/Conv', '/convs3/convs3.1/Conv', '/Add'") in out
 
 
 def test_compare_json_has_the_promised_keys(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", str(fixture("whole_model.onnx")), "--backend", "reference", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["passed"] is True and data["first_divergence"] is None and len(data["tensors"]) == 11
+    assert data["passed"] is True and data["first_divergence"] is None and len(data["tensors"]) == 9
+    assert [(f["tensor"], f["group"]) for f in data["fusions"]] == [
+        ("/Add_output_0", ["/convs2/convs2.1/Conv", "/convs3/convs3.1/Conv", "/Add"])]
     first = data["tensors"][0]
     for key in ("dtype", "shape", "max_abs", "max_rel", "mean_abs", "mse", "cosine", "out_of_tolerance",
                 "needed_atol", "needed_rtol", "nan", "inf"):
@@ -223,9 +227,14 @@ def test_compare_through_python_m(tmp_path: Path) -> None:
 def test_compare_reference_backend_passes_on_light_squeezenet(capsys: pytest.CaptureFixture[str]) -> None:
     """opset-9 Softmax on [1, 1000, 1, 1]: onnx's own kernel disagreed with ORT; graphkit's agrees."""
 
-    assert main(["compare", str(LIGHT / "light_squeezenet.onnx"), "--backend", "reference"]) == 0
+    assert main(["compare", str(LIGHT / "light_squeezenet.onnx"), "--backend", "reference",
+                 "--candidate-backend", "ort-noopt"]) == 0
     out = capsys.readouterr().out
     assert "graphkit._reference_ops" in out and "PASSED: 66 tensors" in out
+    # against ONNX Runtime's optimized run, only the tensors it still computes are compared
+    assert main(["compare", str(LIGHT / "light_squeezenet.onnx"), "--backend", "reference"]) == 0
+    out = capsys.readouterr().out
+    assert "fused by ONNX Runtime: " in out and "PASSED: 66 tensors" not in out and "_w_0" not in out
 
 
 def test_a_reference_npz_with_a_pickled_object_array_is_a_clear_error(tmp_path: Path,

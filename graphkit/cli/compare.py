@@ -260,6 +260,9 @@ def _names(names: Sequence[str], limit: int = 5) -> str:
     return shown + (", …" if len(names) > limit else "")
 
 
+_SHOWN_FUSIONS = 10  # groups fused by ONNX Runtime listed in the summary (--json has them all)
+
+
 def _print_matching(result: Comparison) -> None:
     """How many tensors matched, what did not on each side, what was fused, and the outputs' verdict."""
     line = f"matched {len(result.tensors)} tensors"
@@ -267,7 +270,16 @@ def _print_matching(result: Comparison) -> None:
     parts = [f"{len(names)} of {side}" + (f" ({_names(names)})" if names else "") for names, side in sides]
     _render.text(f"{line}; unmatched: {parts[0]}, {parts[1]}")
     renamed = {t.name for t in result.fused}
+    runtime = [f for f in result.fusions if f.group]
     for fusion in result.fusions:
+        if fusion.group and runtime.index(fusion) == _SHOWN_FUSIONS:
+            _render.text(f"… and {len(runtime) - _SHOWN_FUSIONS} more groups fused by ONNX Runtime (--json lists them)")
+        if fusion.group and runtime.index(fusion) >= _SHOWN_FUSIONS:
+            continue
+        if fusion.group:
+            _render.text(f"fused by ONNX Runtime: {fusion.tensor!r} ({fusion.op_type} {fusion.node!r}) from "
+                         f"{_names(fusion.group)}; not compared: {_names(fusion.absorbed)}")
+            continue
         what = "fused or renamed value" if fusion.tensor in renamed else "fused"
         absorbed = f", absorbing the reference's {_names(fusion.absorbed)}" if fusion.absorbed else ""
         _render.text(f"{what}: {fusion.tensor!r} ({fusion.op_type} {fusion.node!r}){absorbed}")
