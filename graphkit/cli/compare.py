@@ -223,7 +223,7 @@ def _print(result: Comparison, *, show_all: bool, seed: int = 0) -> None:
             _render.text(f"  {t.label}: {t.nan[0]} NaN and {t.inf[0]} Inf on both sides")
     for note in result.notes:
         _render.warn(note)
-    _print_matching(result)
+    _print_matching(result, show_all=show_all)
     failed = result.failed
     tol = result.tolerance
     if result.passed:
@@ -260,10 +260,10 @@ def _names(names: Sequence[str], limit: int = 5) -> str:
     return shown + (", …" if len(names) > limit else "")
 
 
-_SHOWN_FUSIONS = 10  # groups fused by ONNX Runtime listed in the summary (--json has them all)
+_SHOWN_FUSIONS = 10  # groups fused by ONNX Runtime listed in the summary (--all lists them all)
 
 
-def _print_matching(result: Comparison) -> None:
+def _print_matching(result: Comparison, *, show_all: bool = False) -> None:
     """How many tensors matched, what did not on each side, what was fused, and the outputs' verdict."""
     line = f"matched {len(result.tensors)} tensors"
     sides = [(result.unmatched, "the reference's"), (result.unmatched_candidate, "the candidate's")]
@@ -271,14 +271,13 @@ def _print_matching(result: Comparison) -> None:
     _render.text(f"{line}; unmatched: {parts[0]}, {parts[1]}")
     renamed = {t.name for t in result.fused}
     runtime = [f for f in result.fusions if f.group]
+    listed = _render.capped(runtime, _SHOWN_FUSIONS, show_all=show_all)
+    for fusion in listed:
+        _render.text(f"fused by ONNX Runtime: {fusion.tensor!r} ({fusion.op_type} {fusion.node!r}) from "
+                     f"{_names(fusion.group)}; not compared: {_names(fusion.absorbed)}")
+    _render.more(len(listed), len(runtime))
     for fusion in result.fusions:
-        if fusion.group and runtime.index(fusion) == _SHOWN_FUSIONS:
-            _render.text(f"… and {len(runtime) - _SHOWN_FUSIONS} more groups fused by ONNX Runtime (--json lists them)")
-        if fusion.group and runtime.index(fusion) >= _SHOWN_FUSIONS:
-            continue
         if fusion.group:
-            _render.text(f"fused by ONNX Runtime: {fusion.tensor!r} ({fusion.op_type} {fusion.node!r}) from "
-                         f"{_names(fusion.group)}; not compared: {_names(fusion.absorbed)}")
             continue
         what = "fused or renamed value" if fusion.tensor in renamed else "fused"
         absorbed = f", absorbing the reference's {_names(fusion.absorbed)}" if fusion.absorbed else ""
