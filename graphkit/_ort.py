@@ -194,6 +194,9 @@ class Settings:
         return self.provider + (f" ({options})" if options else "")
 
 
+_GPU_NOTE = "a GPU provider needs its ONNX Runtime package (onnxruntime-gpu for cuda and tensorrt) and a GPU"
+
+
 def provider_name(provider: str) -> str:
     """ONNX Runtime's name of a provider ("cuda" → "CUDAExecutionProvider").
 
@@ -209,10 +212,10 @@ def provider_name(provider: str) -> str:
         names = ", ".join(f"{short[a]} ({a})" if a in short else a for a in available)
         raise UsageError(
             f"ONNX Runtime here has no provider {provider!r}; it has {names}",
-            hint="pick one of these (provider=); a GPU provider needs its ONNX Runtime package "
-                 "(onnxruntime-gpu for cuda and tensorrt) and a GPU",
-            cli_hint="pick one of these with --provider; a GPU provider needs its ONNX Runtime package "
-                     "(onnxruntime-gpu for cuda and tensorrt) and a GPU",
+            hint="pick one of these with provider= (compare's sides: reference_provider=, candidate_provider=); "
+                 + _GPU_NOTE,
+            cli_hint="pick one of these with --provider (compare's sides: --reference-provider, "
+                     "--candidate-provider); " + _GPU_NOTE,
         )
     return full
 

@@ -100,3 +100,17 @@ def test_control_flow_split_and_chain_through_the_cli(tmp_path: Path, capsys: py
     assert main(["run-chain", str(out), "--opt-level", "disable", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["exact"] and {o["name"] for o in data["outputs"]} == {"y", "scan_state"}
+
+
+def test_run_chain_on_an_unavailable_provider_exits_2_naming_the_available_ones(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from graphkit import _ort
+
+    if "CUDAExecutionProvider" in _ort.available_providers():
+        pytest.skip("this machine has CUDA")
+    out = _split(tmp_path, "--parts", "2")
+    capsys.readouterr()
+    assert main(["run-chain", str(out), "--provider", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert "no provider 'cuda'" in err and "CPUExecutionProvider" in err
+    assert "hint: pick one of these with --provider" in err and "Traceback" not in err

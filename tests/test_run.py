@@ -301,7 +301,8 @@ def test_an_unavailable_provider_names_the_available_ones(whole_model: gk.Model,
     with pytest.raises(gk.UsageError) as err:
         call(whole_model)  # type: ignore[operator]
     assert "no provider" in err.value.message and "CPUExecutionProvider" in err.value.message
-    assert "--provider" in (err.value.cli_hint or "") and "provider=" in (err.value.hint or "")
+    assert "provider=" in err.value.hint and "--" not in err.value.hint  # (the API's words)
+    assert err.value.cli_hint is not None and "--provider" in err.value.cli_hint
 
 
 def test_provider_options_are_checked_by_keyword(whole_model: gk.Model) -> None:
