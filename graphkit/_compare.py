@@ -27,7 +27,7 @@ import fnmatch
 import logging
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ from graphkit._backends import BACKENDS, side_settings
 from graphkit._custom_ops import CustomOp
 from graphkit._files import check_regular, exists, read_data
 from graphkit._graph import GraphIndex, subgraphs
-from graphkit._io import tensor_value
+from graphkit._io import tensor_nbytes, tensor_value
 from graphkit._model import Model
 from graphkit._options import Backend, FeedOptions, Provider, Tolerance
 from graphkit._ort import Settings
@@ -81,6 +81,7 @@ log = logging.getLogger(__name__)
 DEFAULT_FRAGMENT_BYTES = 64 * 2**20
 _CHUNK = 1 << 18  # elements per step when computing figures: their float64 temporaries stay near 12 MB
 _MAX_FRAGMENT_NODES = 64  # the largest fragment a local check re-runs
+_MIN_FRAGMENT_BYTES = 2**20  # the smallest budget a model's size sets (fragment_bytes may set less)
 _FIRST_NAMES = 5  # unmatched names listed in a report (the counts are complete)
 
 Progress = Callable[[int, int], None]
@@ -688,6 +689,7 @@ class _Graph:
     inferred: dict[str, onnx.TypeProto] | None = None  # every tensor's type, once a fragment needs one
     sizes: dict[str, int] | None = None  # node output -> bytes, where its shape is static
     computed: set[str] | None = None  # the tensors computed from a graph input, once asked
+    footprint: int | None = None  # about what one run holds (run_bytes), once asked
 
     @classmethod
     def of(cls, model: Model, marker_spec: tuple[str, str, str]) -> _Graph:
@@ -772,6 +774,30 @@ class _Graph:
                 if size is not None:
                     self.sizes[name] = size
         return self.sizes
+
+    def run_bytes(self) -> int:
+        """About what one run of the model holds: its weights (initializers and values computed from
+        them alone) and the largest set of activations alive at once, from static sizes (an
+        activation of unknown size counts nothing); computed once."""
+        if self.footprint is None:
+            sizes, varying, index = self.static_nbytes(), self.varying(), self.index
+            weights = sum(max(tensor_nbytes(t), 0) for t in index.initializers.values())
+            weights += sum(n for name, n in sizes.items() if name not in varying)
+            last_use: dict[str, int] = {}
+            for k, i in enumerate(self.order):
+                for name in index.node_reads[i]:
+                    last_use[name] = k
+            dies: dict[int, list[str]] = {}
+            live = peak = 0
+            for k, i in enumerate(self.order):
+                for name in index.nodes[i].output:
+                    if name in varying and name in sizes:
+                        live += sizes[name]
+                        dies.setdefault(max(last_use.get(name, k), k), []).append(name)
+                peak = max(peak, live)
+                live -= sum(sizes[name] for name in dies.pop(k, []))
+            self.footprint = weights + peak
+        return self.footprint
 
     def input_info(self, tensor: str, value: Any) -> onnx.ValueInfoProto:
         """How a captured value enters a fragment: typed as the model has the tensor (symbolic dims
@@ -886,7 +912,11 @@ class _Walker:
         self.notes = notes if notes is not None else []
         self.feeds = dict(feeds)
         self.wanted = wanted
-        self.budget = max(budget, 1)
+        # At most ``budget``, and at most a quarter of what a run of the model holds: both sides'
+        # fragments are alive at once, and for a small model 64 MB of them would be most of the
+        # comparison's memory (light_densenet121: 245 MB against 160 MB for a plain run; ->
+        # see bench/bench_compare.py).
+        self.budget = max(min(budget, max(graph.run_bytes() // 4, _MIN_FRAGMENT_BYTES)), 1)
         self.label = label
         self.progress = progress
         self.runs = 0
@@ -1079,13 +1109,15 @@ class _ModelSource:
         for name, last in keep_until.items():
             self.drop_at.setdefault(last, []).append(name)
 
+        self.unwanted: set[str] = set()
+
     def get(self, name: str) -> np.ndarray | None:
         while name not in self.cache:
             try:
                 batch = next(self.stream)
             except StopIteration:
                 return None
-            self.cache.update(batch)
+            self.cache.update({n: v for n, v in batch.items() if n not in self.unwanted})
         return self.cache[name]
 
     def peek(self, name: str) -> np.ndarray | None:
@@ -1093,6 +1125,12 @@ class _ModelSource:
 
     def release(self, position: int) -> None:
         for name in self.drop_at.pop(position, []):
+            self.cache.pop(name, None)
+
+    def discard(self, names: Iterable[str]) -> None:
+        """Values the candidate will never compare (ONNX Runtime fused them away): not kept."""
+        for name in names:
+            self.unwanted.add(name)
             self.cache.pop(name, None)
 
 
@@ -1109,6 +1147,9 @@ class _NpzSource:
         return self.get(name)
 
     def release(self, position: int) -> None:
+        return None
+
+    def discard(self, names: Iterable[str]) -> None:
         return None
 
 
@@ -1590,7 +1631,12 @@ class _Runner:
         position = {p.candidate: k for k, p in enumerate(pairs)}
         self.to_ref = {p.candidate: p.reference for p in pairs}
         pending = {p.candidate: p for p in pairs}
+        discarded = 0
         for batch in walker:
+            if len(walker.fused_away) > discarded:  # (in insertion order: only the new ones)
+                fused = list(walker.fused_away)[discarded:]
+                discarded = len(walker.fused_away)
+                self.source.discard(self.to_ref[n] for n in fused if n in self.to_ref)
             for name in sorted(batch, key=lambda n: position.get(n, -1)):
                 pair = pending.pop(name, None)
                 if pair is None:
