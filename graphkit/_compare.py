@@ -1230,7 +1230,9 @@ def compare(
             tensor that some node reads or that is a graph output.
         constants: Also compare tensors computed from weights alone (ConstantOfShape, folded shapes).
         marker_spec: (domain, op, attribute) of marker nodes, replaced by Identity before running.
-        fragment_bytes: About how many bytes of tensors each fragment run exposes.
+        fragment_bytes: About how many bytes of tensors each fragment run exposes at most; a
+            model whose weights and live activations are smaller than four times this exposes a
+            quarter of them per fragment (so the comparison stays near a plain run's memory).
         local_checks: At most this many failed tensors get a local/inherited check.
         progress: Called with (nodes done, nodes total) after each candidate fragment.
         provider: The execution provider of both sides' ONNX Runtime sessions ("cpu", "cuda", ...).
@@ -1949,7 +1951,9 @@ def check_finite(
         provider_options: The provider's options.
         custom_ops: Custom-operator libraries.
         python_ops: Python implementations of custom operators.
-        fragment_bytes: About how many bytes of tensors each fragment run exposes.
+        fragment_bytes: About how many bytes of tensors each fragment run exposes at most; a
+            model whose weights and live activations are smaller than four times this exposes a
+            quarter of them per fragment (so the comparison stays near a plain run's memory).
 
     Raises:
         FeedError: Feeds that do not fit the model.

@@ -77,7 +77,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--marker-op", default="Debug", help="the marker nodes' op type (default Debug)")
     p.add_argument("--marker-attr", default="name", help="the attribute holding a marker's name (default name)")
     p.add_argument("--fragment-mb", type=number(lo=0, hi=2.0**40, lo_open=True), default=DEFAULT_FRAGMENT_BYTES / 2**20,
-                   help="about how many MiB of tensors each fragment run exposes (bounds memory)")
+                   help="at most about how many MiB of tensors each fragment run exposes (bounds memory; "
+                        "a small model's fragments expose a quarter of its weights and activations)")
     p.add_argument("--local-checks", type=whole(hi=2**31 - 1), default=64,
                    help="re-run at most this many failing nodes on reference inputs (local vs inherited)")
     p.add_argument("--all", dest="show_all", action="store_true", help="list every tensor, however many")
