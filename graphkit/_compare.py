@@ -432,6 +432,7 @@ class _Accumulator:
         self.nan = [0, 0]
         self.inf = [0, 0]
         self.finite = 0
+        self.special_out = 0  # NaN or Inf on one side only (or Infs of opposite signs)
 
     def add(self, c_raw: np.ndarray, r_raw: np.ndarray) -> None:
         if self._add_equal(c_raw, r_raw):
@@ -501,7 +502,9 @@ class _Accumulator:
         self.inf[1] += int(r_inf.sum())
         finite = ~(c_nan | r_nan | c_inf | r_inf)
         same_special = (c_nan & r_nan) | (c_inf & r_inf & (np.sign(c) == np.sign(r)))
-        self.out += int(np.count_nonzero(~finite & ~same_special))
+        mismatched = int(np.count_nonzero(~finite & ~same_special))
+        self.out += mismatched
+        self.special_out += mismatched
         return c[finite], r[finite]
 
     def result(self, size: int) -> dict[str, Any]:
@@ -512,15 +515,18 @@ class _Accumulator:
             cosine = 0.0
         else:
             cosine = max(-1.0, min(1.0, self.dot / (math.sqrt(self.norm_c) * math.sqrt(self.norm_r))))
+        # A NaN or Inf on one side only is an unbounded error that no tolerance admits; the mean,
+        # MSE and cosine stay those of the pairs finite on both sides.
+        unbounded = math.inf if self.special_out else 0.0
         return {
-            "max_abs": self.max_abs,
-            "max_rel": self.max_rel,
+            "max_abs": max(self.max_abs, unbounded),
+            "max_rel": max(self.max_rel, unbounded),
             "mean_abs": self.sum_abs / n,
             "mse": self.sum_sq / n,
             "cosine": cosine,
             "out_of_tolerance": self.out / size if size else 0.0,
-            "needed_atol": max(self.need_atol, 0.0),
-            "needed_rtol": max(self.need_rtol, 0.0),
+            "needed_atol": max(self.need_atol, unbounded, 0.0),
+            "needed_rtol": max(self.need_rtol, unbounded, 0.0),
             "nan": (self.nan[0], self.nan[1]),
             "inf": (self.inf[0], self.inf[1]),
             "passed": self.out == 0,
@@ -1048,17 +1054,23 @@ class _Walker:
 
     def _chunk_end(self, k: int, nodes_at_most: int, sizes: Mapping[str, int], per_unknown: float | None,
                    last_use: Mapping[str, int]) -> int:
-        """Where the fragment starting at ``k`` ends: it exposes about ``budget`` bytes, each output
-        costed at its static size (shape fully known) or, if not known, at the last observed size
-        of such an output. Past ``nodes_at_most`` nodes (four times the previous fragment's) it
+        """Where the fragment starting at ``k`` ends: its weights and the outputs it exposes come to
+        about ``budget`` bytes, each output costed at its static size (shape fully known) or, if not
+        known, at the last observed size of such an output. Past ``nodes_at_most`` nodes (four times the previous fragment's) it
         stops at the first node with an output of unknown size, so that an estimate made on small
         nodes is corrected before it can overshoot by much; static sizes need no such correction
         (and fewer boundaries leave ONNX Runtime more of the fusions it makes in the whole model)."""
-        nodes = self.graph.model.lazy_proto.graph.node
+        nodes, index = self.graph.model.lazy_proto.graph.node, self.graph.index
+        weights = index.initializers
         limit = min(len(self.order), k + 4096)
         spent, end = 0.0, k
+        loaded: set[str] = set()  # (a fragment's session holds its weights too: 2.7 GB model, 64 MB each)
         while end < limit:
             cost, guessed = 0.0, False
+            for name in index.node_reads[self.order[end]]:
+                if name in weights and name not in loaded:
+                    loaded.add(name)
+                    cost += max(tensor_nbytes(weights[name]), 0)
             for o in nodes[self.order[end]].output:
                 if o and (o in self.wanted or last_use.get(o, -1) > end):
                     size = sizes.get(o)

@@ -70,6 +70,10 @@ def test_figures_nan_and_inf() -> None:
     assert not differ["passed"] and differ["out_of_tolerance"] == 0.5 and differ["nan"] == (1, 0)
     signs = tensor_figures(np.array([np.inf]), np.array([-np.inf]), Tolerance())
     assert not signs["passed"]
+    # an Inf against a number is an unbounded error, not the finite pairs' 0 (no tolerance admits it)
+    overflow = tensor_figures(np.array([np.inf, 2.0], np.float32), np.array([3e38, 2.0], np.float32), Tolerance())
+    assert overflow["max_abs"] == overflow["max_rel"] == overflow["needed_atol"] == overflow["needed_rtol"] == math.inf
+    assert overflow["mean_abs"] == 0.0 and overflow["mse"] == 0.0 and overflow["inf"] == (1, 0)
 
 
 def test_figures_of_integers_and_booleans() -> None:
