@@ -246,8 +246,6 @@ def test_a_reference_npz_with_a_pickled_object_array_is_a_clear_error(tmp_path: 
     assert "Traceback" not in err
 
 
-@pytest.mark.xfail(strict=True, reason="handed to cmpmem (FINDINGS, tryout): max abs error is taken over the "
-                                       "finite pairs only, so an all-Inf candidate reads 'max abs error 0'")
 def test_a_divergence_made_of_inf_is_not_reported_as_max_abs_zero(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     # a float16 copy whose activations overflow (light_squeezenet in float16) fails this way
