@@ -262,6 +262,18 @@ class _Side:
         node = self.nodes[i]
         return node.name or f"{node.op_type}#{i}"
 
+    def elem_types(self, names: Sequence[str]) -> dict[str, int]:
+        """The element types of tensors as this model has them: declared, else inferred (no run)."""
+        declared = self.index.value_info
+        found = {n: declared[n].type.tensor_type.elem_type for n in names
+                 if n in declared and declared[n].type.tensor_type.elem_type}
+        rest = [n for n in names if n not in found]
+        if rest:
+            for name, tp in tensor_types(self.model, rest, observe=False, symbolic=False).types.items():
+                if tp.WhichOneof("value") == "tensor_type" and tp.tensor_type.elem_type:
+                    found[name] = tp.tensor_type.elem_type
+        return found
+
     def cone(self, tensors: Sequence[str]) -> list[int]:
         """The nodes the tensors depend on, in execution order."""
         return sorted(self.index.upstream_nodes(tensors), key=lambda i: self.rank.get(i, i))
@@ -577,12 +589,13 @@ class _CompareReducer(_Counted):
                                        "computing the reference side's values for the repro", self.ref_config)
             found.update(values)
         if self.cand is not ref:  # (the candidate may take other dtypes: float16 against float32)
-            declared = self.cand.index.value_info
-            for name, value in list(found.items()):
-                info = declared.get(name)
-                if info is not None and isinstance(value, np.ndarray) and info.type.tensor_type.elem_type:
-                    dtype = onnx.helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type)
-                    found[name] = value.astype(dtype) if value.dtype != dtype else value
+            elem_types = self.cand.elem_types([n for n, v in found.items() if isinstance(v, np.ndarray)])
+            for name, elem in elem_types.items():
+                value = found[name]
+                dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+                if value.dtype != dtype:
+                    with np.errstate(over="ignore"):  # (beyond float16's range is inf, as the candidate computes it)
+                        found[name] = value.astype(dtype)
         return found
 
 

@@ -161,8 +161,6 @@ def test_cli_reduce_of_a_comparison(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert data["expected"] == ["/Add_output_0"]
 
 
-@pytest.mark.xfail(strict=True, reason="handed to cmpmem (FINDINGS, tryout): the repro's inputs are typed as the "
-                                       "reference's float32 values while the candidate's nodes read float16")
 def test_save_repro_of_a_float16_copy_with_float32_io(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # the commonest comparison of all: a model against its `convert --float16 --keep-io-types` copy
     source = fixture("whole_model.onnx")
