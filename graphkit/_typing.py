@@ -723,7 +723,8 @@ def _probe_feeds(model: Model) -> tuple[dict[str, np.ndarray] | None, str]:
         except (KeyError, TypeError, ValueError):
             return None, f"input '{value.name}' has an element type numpy cannot hold"
         shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in tensor.shape.dim)
-        if any(d < 0 for d in shape) or math.prod(shape) * dtype.itemsize > _PROBE_MAX_BYTES:
+        # (the dims other than 0 count too: numpy refuses [0, 2**62] although it holds nothing)
+        if any(d < 0 for d in shape) or math.prod(d for d in shape if d) * dtype.itemsize > _PROBE_MAX_BYTES:
             return None, f"input '{value.name}' declares shape {list(shape)}, which cannot be generated"
         if dtype.kind == "f":
             feeds[value.name] = rng.uniform(-1, 1, shape).astype(dtype)

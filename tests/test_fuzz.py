@@ -19,6 +19,7 @@ from fuzzing import (
     exercise,
     fixture_files,
     kind_campaign,
+    mutate,
     mutate_bytes,
     mutate_fields,
     run_case,
@@ -166,3 +167,13 @@ def test_bounded_hostile_campaign(kind: str) -> None:
     if kind not in OPEN:
         assert summary.failures == [], [f["what"] for f in summary.failures][:10]
         assert summary.ok > 0 and summary.errors > 0  # cases reach past argument checks, and are hostile
+
+
+
+def test_bytes_campaign_case_2118_of_seed_1_ends_in_success_or_a_graphkit_error() -> None:
+    # dims 0 and 2**62 on whole_model's input, and a cycle: expose's observed run met numpy's "array is too big"
+    source = FILES[2118 % len(FILES)]
+    data, mutation = mutate(source.read_bytes(), random.Random("1:2118"))
+    assert mutation == "field:dim,field:dim,field:cycle"
+    outcome = exercise(2118, source, data, mutation, timeout=60.0)
+    assert outcome.failures == [], outcome.failures

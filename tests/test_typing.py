@@ -236,3 +236,19 @@ def test_an_overridable_initializer_from_ir_4_on_gives_only_its_type() -> None:
     found = _typing.tensor_types(_listed_initializer_model(4), ["y"], declared=False)
     dims = _dims(onnx.helper.make_value_info("y", found.types["y"]))
     assert len(dims) == 4 and all(isinstance(d, str) and d for d in dims)
+
+
+def test_the_observed_run_does_not_generate_an_input_numpy_cannot_hold() -> None:
+    # a hostile file (fuzz case 2118 of seed 1: whole_model with dims 0 and 2**62 and a cycle) made the
+    # observed run of expose's typing fail inside numpy ("array is too big") instead of typing nothing
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [0, 2**62])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = gk.Model(helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+                                       opset_imports=[helper.make_opsetid("", 17)]))
+    feeds, why = _typing._probe_feeds(model)
+    assert feeds is None and "[0, 4611686018427387904]" in why
+    small = gk.Model(helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [0, 3])],
+        [y]), opset_imports=[helper.make_opsetid("", 17)]))
+    feeds, _ = _typing._probe_feeds(small)
+    assert feeds is not None and feeds["x"].shape == (0, 3)  # an empty input is still generated
