@@ -7,16 +7,16 @@ The search never runs the model once per node, and never converts the weights mo
    lose too much), the search stops there (that run is saved when every node float32 is exactly the
    float32 model).
 2. Every converted node's *local* error, in a few runs: the float32 model is captured fragment by
-   fragment as compare captures a side (bounded memory: a value is held until its last reader is
-   measured), and each fragment's nodes run again, converted to float16 and each on the float32
-   values of its own inputs (one decoupled model per fragment, so an error is the node's own and not
+   fragment as compare captures a side (a value is held until its last reader is measured), and
+   each fragment's nodes run again, converted to float16 and each on the float32 values of its own
+   inputs (decoupled models cut to compare's fragment budget, so an error is the node's own and not
    inherited from upstream).
 3. The nodes that overflow float16 on their own (NaN/Inf where float32 has none) stay float32. If the
-   outputs still leave tolerance, the other nodes are ranked by their local error measured against the
-   tolerance, and a bisection over that ranking finds the fewest worst-ranked nodes that bring the
-   outputs back (log2(nodes) whole-model runs). A last pass drops from that prefix the nodes the
-   outputs do not need, one bisection per node kept (interactions: a rounding is only undone when its
-   producer stays float32 too).
+   outputs still leave tolerance, the other nodes are ranked by their relative local error; a
+   galloping search from the nodes that stand out (1, 2, 4… when none do) and a bisection find the
+   shortest prefix of the ranking that brings the outputs back, and a last pass tries each node of
+   that prefix away, least error first, keeping those the outputs need (within 2·log2(nodes) runs;
+   the nodes it has no run left for stay, marked so).
 
 Every trial converts the graph again but reads each weight's float16 (or float32) copy from one scratch
 store written on first use (``graphkit._convert.WeightStore``), so a trial costs a session load and a
