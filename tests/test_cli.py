@@ -166,3 +166,12 @@ def test_output_piped_into_head_is_not_an_error(monkeypatch: pytest.MonkeyPatch,
         code = main(["inspect", str(fixture("whole_model.onnx"))])
         monkeypatch.undo()
     assert code == 141
+
+
+@pytest.mark.parametrize("argv", [["inspect", ""], ["compare", ""], ["run", ""], ["extract", "", "x.onnx", "--inputs",
+                                                                               "a", "--outputs", "b"]])
+def test_an_empty_model_path_is_refused_in_the_command_lines_words(argv: list[str],
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("graphkit: error: the model's path is empty ('')") and "path=" not in err

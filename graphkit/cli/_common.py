@@ -9,13 +9,15 @@ from collections.abc import Iterable
 from graphkit import _io as io
 from graphkit._model import Model
 from graphkit._validate import check_or_raise
-from graphkit.errors import NoChangeError
+from graphkit.errors import NoChangeError, UsageError
 
 __all__ = ["add_noop_option", "add_output_options", "load", "plan", "refuse_noop", "write_model"]
 
 
 def load(path: str) -> Model:
     """Load a model named on the command line."""
+    if not path:  # (io.load's own check names its keyword, path=, which is no word of the command line)
+        raise UsageError("the model's path is empty ('')", hint="give the .onnx file's path")
     return io.load(path)
 
 
