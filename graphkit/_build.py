@@ -27,7 +27,7 @@ from graphkit._graph import toposort_proto
 from graphkit._model import Model
 from graphkit.errors import ArgumentTypeError, InvalidModelError, UsageError
 
-__all__ = ["DEFAULT_OPSET", "GraphBuilder", "dtype_to_onnx", "make_value_info", "parse_model"]
+__all__ = ["DEFAULT_OPSET", "GraphBuilder", "add_initializers", "dtype_to_onnx", "make_value_info", "parse_model"]
 
 #: The default ai.onnx opset of built models (supported by every ONNX Runtime graphkit accepts).
 DEFAULT_OPSET = 17
@@ -52,6 +52,31 @@ def dtype_to_onnx(dtype: Any) -> int:
         return int(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
     except (TypeError, KeyError, ValueError) as err:
         raise UsageError(f"unknown dtype {dtype!r}", hint="use a numpy dtype name such as 'float32' or 'int64'") from err
+
+
+def add_initializers(graph: onnx.GraphProto, tensors: Sequence[onnx.TensorProto], *, ir_version: int,
+                     top: bool) -> None:
+    """Add constant tensors to ``graph`` the way its IR version allows.
+
+    From IR version 4 they are initializers. Before it, every initializer must also be a graph input:
+    in the main graph they are listed as inputs too; an If/Loop/Scan body cannot gain inputs, so there
+    they become Constant nodes (first in the body, before any reader).
+
+    Args:
+        graph: The graph to add to (changed in place).
+        tensors: The named values.
+        ir_version: The model's IR version.
+        top: Whether ``graph`` is the model's main graph.
+    """
+    if ir_version >= 4:
+        graph.initializer.extend(tensors)
+    elif top:
+        graph.initializer.extend(tensors)
+        graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, [int(d) for d in t.dims])
+                           for t in tensors)
+    else:
+        for at, tensor in enumerate(tensors):
+            graph.node.insert(at, helper.make_node("Constant", [], [tensor.name], name=tensor.name, value=tensor))
 
 
 def make_value_info(name: str, dtype: Any, shape: Sequence[Dim] | None) -> onnx.ValueInfoProto:

@@ -53,6 +53,7 @@ from onnx import helper, numpy_helper
 
 from graphkit import _check_args as argcheck
 from graphkit import _ort, _progress, _rewrite
+from graphkit._build import add_initializers
 from graphkit._edit._common import _drop_opsets, _noop_returns_input, _rename_scope
 from graphkit._edit.cleaning import _clean_functions, _clean_graph, _prune
 from graphkit._graph import GraphIndex, node_label, subgraphs
@@ -586,9 +587,7 @@ def _replace_by_constants(state: _State, graph: onnx.GraphProto, values: dict[st
 
 def _add_initializers(state: _State, graph: onnx.GraphProto, tensors: list[onnx.TensorProto], *, top: bool) -> None:
     """Add initializers (before IR version 4, listed as graph inputs too, as that version requires)."""
-    graph.initializer.extend(tensors)
-    if top and state.old_ir:
-        graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in tensors)
+    add_initializers(graph, tensors, ir_version=state.proto.ir_version, top=top)
 
 
 def _sort(graph: onnx.GraphProto) -> None:
@@ -1008,9 +1007,13 @@ def _pass_gemm(state: _State) -> int:
             # (inferred, not declared: Gemm needs A's rank proven)
             types = _types_of(state, graph, list(dict.fromkeys(names)), top=top, declared=False)
             fused = _rewrite.fuse_gemms(graph, consts, types, state.opset)
-            if not fused:  # (else the next round types the graph again first)
+            if not fused and (top or not state.old_ir):  # (else the next round types the graph again first)
                 taken = set(GraphIndex(state.proto.graph).all_tensor_names)
+                known = len(graph.initializer)
                 fused = _rewrite.fuse_gemm_groups(graph, consts, types, state.opset, taken)
+                if top and state.old_ir:  # (its new target shapes are initializers: listed, as that IR requires)
+                    graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                                       for t in graph.initializer[known:])
             count += fused
     return count
 

@@ -108,3 +108,35 @@ def test_parse_model_from_text() -> None:
     assert [n.op_type for n in model.graph.node] == ["Mul", "Add"]
     with pytest.raises(gk.InvalidModelError, match="parse"):
         gk.parse_model("not onnx text {")
+
+
+def test_add_initializers_follows_the_ir_version_rules() -> None:
+    from onnx import helper, numpy_helper
+
+    from graphkit._build import add_initializers
+
+    def model(ir_version: int) -> onnx.ModelProto:
+        body = helper.make_graph([helper.make_node("Add", ["x", "one"], ["z"], name="add")], "then", [],
+                                 [helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, [2])])
+        other = helper.make_graph([helper.make_node("Identity", ["x"], ["w"], name="same")], "else", [],
+                                  [helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT, [2])])
+        graph = helper.make_graph(
+            [helper.make_node("If", ["c"], ["y"], name="if", then_branch=body, else_branch=other)], "g",
+            [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2]),
+             helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, [])],
+            [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)], ir_version=ir_version)
+
+    for ir_version in (3, 7):
+        proto = model(ir_version)
+        body = next(a.g for a in proto.graph.node[0].attribute if a.name == "then_branch")
+        add_initializers(body, [numpy_helper.from_array(np.ones(2, np.float32), "one")], ir_version=ir_version,
+                         top=False)
+        add_initializers(proto.graph, [numpy_helper.from_array(np.ones(2, np.float32), "unused")],
+                         ir_version=ir_version, top=True)
+        onnx.checker.check_model(proto, full_check=True)
+        listed = [i.name for i in proto.graph.input]
+        assert listed == (["x", "c", "unused"] if ir_version < 4 else ["x", "c"])
+        assert [n.op_type for n in body.node] == (["Constant", "Add"] if ir_version < 4 else ["Add"])
+        out = gk.run(gk.Model(proto), {"x": np.array([1, 2], np.float32), "c": np.array(True)})
+        np.testing.assert_array_equal(out["y"], [2, 3])

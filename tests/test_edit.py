@@ -922,3 +922,15 @@ def test_a_value_beyond_the_dtype_is_refused_not_made_inf(edit: str) -> None:
             else:
                 gk.set_initializer(model, tensor="convs1.0.bias", value=[1e39, 0.0, 0.0])
     assert "float32" in str(caught.value)
+
+
+def test_insert_node_with_a_value_in_an_ir3_model_lists_the_new_initializer_as_an_input() -> None:
+    # before IR version 4 every initializer must also be a graph input
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                                   [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])],
+                                   [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])])
+    model = gk.Model(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 9)], ir_version=3))
+    edited = gk.insert_node(model, "y", "Add", inputs=[np.float32(1)])
+    assert [i.name for i in edited.lazy_proto.graph.input] == ["x", "y/Add/input_1"]
+    out = gk.run(edited, {"x": np.array([-1, 2], np.float32)})
+    np.testing.assert_array_equal(out["y"], [1, 3])

@@ -287,8 +287,6 @@ g (float[1, 3, 1, 1] x) => (float[1, 3, 1, 1] y) {
     assert _dims(gk.load(out), "y") == ["batch", 3, 1, 1]
 
 
-@pytest.mark.xfail(strict=True, reason="handed to edits (FINDINGS, tryout): the rewritten copy of a shared shape "
-                                       "is not made a graph input, which IR version 3 requires of initializers")
 def test_a_shared_reshape_target_in_an_ir3_model_is_rewritten_validly() -> None:
     # a simplified light_shufflenet (IR 3; OC2_DUMMY_5 read by 4 Reshapes) fails the same way
     shape = onnx.numpy_helper.from_array(np.array([1, 3, 16], np.int64), "shape")

@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from graphkit._build import add_initializers
 from graphkit._edit._common import _fresh
 from graphkit._edit.sizes import rewrite_source
 from graphkit._graph import node_label, node_reads
@@ -72,8 +73,8 @@ _MAX_ROUNDS = 16
 def _rewrite_round(proto: onnx.ModelProto, types: list[dict[str, onnx.TypeProto]],
                    changes: Mapping[str, int]) -> list[str]:
     notes: list[str] = []
-    for (graph, where), typed in zip(iter_graphs(proto.graph), types):
-        constants = _Constants(graph, proto.ir_version)
+    for at, ((graph, where), typed) in enumerate(zip(iter_graphs(proto.graph), types)):
+        constants = _Constants(graph, proto.ir_version, top=at == 0)
         for index, node in enumerate(list(graph.node)):
             rule = _RULES.get(node.op_type)
             if rule is not None:
@@ -108,8 +109,9 @@ class _Constants:
     """The constant values of one graph (initializers that are not inputs, Constant nodes' values)
     and how many nodes read each, so a shared constant is copied before it is changed."""
 
-    def __init__(self, graph: onnx.GraphProto, ir_version: int) -> None:
+    def __init__(self, graph: onnx.GraphProto, ir_version: int, *, top: bool) -> None:
         self.graph = graph
+        self.ir_version, self.top = ir_version, top
         # before IR 4 every initializer is listed as an input too, and is a constant all the same
         inputs = {v.name for v in graph.input} if ir_version >= 4 else set()
         self.initializers = {t.name: t for t in graph.initializer if t.name not in inputs}
@@ -139,7 +141,8 @@ class _Constants:
         if self.readers.get(name, 0) > 1 or name in {o.name for o in self.graph.output}:
             taken = {t.name for t in self.graph.initializer} | {o for n in self.graph.node for o in n.output}
             fresh = _fresh(f"{name}_dynamic", taken)
-            self.graph.initializer.append(numpy_helper.from_array(value, fresh))
+            add_initializers(self.graph, [numpy_helper.from_array(value, fresh)], ir_version=self.ir_version,
+                             top=self.top)
             self.readers[name] -= 1
             node.input[position] = fresh
             return fresh
@@ -260,15 +263,15 @@ def _rewrite_meeting(proto: onnx.ModelProto, types: list[dict[str, onnx.TypeProt
                      changes: Mapping[str, int]) -> list[str]:
     """Compute from a Shape the first size, hard-coded by a Tile/Expand/ConstantOfShape upstream, that
     meets the dynamic dim (one per round: the types change with it)."""
-    for (graph, _), typed in zip(iter_graphs(proto.graph), types):
-        constants = _Constants(graph, proto.ir_version)
+    for at, ((graph, _), typed) in enumerate(zip(iter_graphs(proto.graph), types)):
+        constants = _Constants(graph, proto.ir_version, top=at == 0)
         for node in list(graph.node):
             clash = _meeting(node, typed, changes)
             if clash is None:
                 continue
             fixed, _, name = clash
             for tensor, axis in fixed:
-                note = rewrite_source(graph, proto.graph, typed, constants.value, tensor, axis, changes[name], name)
+                note = rewrite_source(graph, proto, typed, constants.value, tensor, axis, changes[name], name)
                 if note:
                     return [note]
     return []
@@ -335,7 +338,7 @@ def _hardcoding_constant(graph: onnx.GraphProto, tensor: str, size: int, ir_vers
     """The nearest node upstream of ``tensor`` that reads a constant holding ``size`` (its label and
     the constant), or ""."""
     producers = {o: n for n in graph.node for o in n.output if o}
-    constants = _Constants(graph, ir_version)
+    constants = _Constants(graph, ir_version, top=False)  # (only read)
     seen, frontier = set(), [tensor]
     while frontier:
         name = frontier.pop(0)

@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from graphkit._build import add_initializers
 from graphkit._edit._common import _fresh
 from graphkit._graph import node_label, node_reads
 
@@ -42,12 +43,12 @@ _SAME_SIZE = frozenset({
 ValueOf = Callable[[str], "np.ndarray | None"]
 
 
-def rewrite_source(graph: onnx.GraphProto, top: onnx.GraphProto, types: Mapping[str, onnx.TypeProto],
+def rewrite_source(graph: onnx.GraphProto, proto: onnx.ModelProto, types: Mapping[str, onnx.TypeProto],
                    value_of: ValueOf, tensor: str, axis: int, size: int, dim: str) -> str:
     """Make the size ``size`` of ``tensor`` at ``axis`` the dynamic ``dim``, rewriting the Tile, Expand
     or ConstantOfShape upstream that hard-codes it (see the module docstring). Returns a note, or ""
     when no such node is found."""
-    ref = _reference(top, dim)
+    ref = _reference(proto.graph, dim)
     if ref is None:
         return ""
     types = dict(types)  # (with the initializers' types, which inference does not list)
@@ -63,7 +64,8 @@ def rewrite_source(graph: onnx.GraphProto, top: onnx.GraphProto, types: Mapping[
         found = _hard_coded(node, types, value_of, axis, size)
         if found is not None:
             position, entry = found
-            return _replace_entry(graph, node, position, entry, value_of, ref)
+            return _replace_entry(graph, node, position, entry, value_of, ref,
+                                  ir_version=proto.ir_version, top=graph is proto.graph)
         step = _same_size_input(node, types, axis, size)
         if step is None:
             return ""
@@ -130,7 +132,7 @@ def _same_size_input(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto], 
 
 
 def _replace_entry(graph: onnx.GraphProto, node: onnx.NodeProto, position: int, entry: int, value_of: ValueOf,
-                   ref: tuple[str, int]) -> str:
+                   ref: tuple[str, int], *, ir_version: int, top: bool) -> str:
     """``node``'s input ``position`` becomes ``Concat(before, Gather(Shape(ref), [r]), after)``."""
     found = value_of(node.input[position])
     assert found is not None  # (_hard_coded read it)
@@ -139,14 +141,14 @@ def _replace_entry(graph: onnx.GraphProto, node: onnx.NodeProto, position: int, 
         {v.name for v in (*graph.input, *graph.output)}
     stem = f"{node.output[0]}/dynamic_shape"
     shape, gathered, indices, computed = (_fresh(f"{stem}/{s}", taken) for s in ("Shape", "Gather", "indices", "Concat"))
-    graph.initializer.append(numpy_helper.from_array(np.array([ref[1]], np.int64), indices))
+    added = [numpy_helper.from_array(np.array([ref[1]], np.int64), indices)]
     pieces = []
     for part, values in (("before", old[:entry]), ("dim", None), ("after", old[entry + 1:])):
         if values is None:
             pieces.append(gathered)
         elif len(values):
             name = _fresh(f"{stem}/{part}", taken)
-            graph.initializer.append(numpy_helper.from_array(values, name))
+            added.append(numpy_helper.from_array(values, name))
             pieces.append(name)
     made = [helper.make_node("Shape", [ref[0]], [shape], name=shape),
             helper.make_node("Gather", [shape, indices], [gathered], name=gathered, axis=0)]
@@ -154,6 +156,7 @@ def _replace_entry(graph: onnx.GraphProto, node: onnx.NodeProto, position: int, 
         made.append(helper.make_node("Concat", pieces, [computed], name=computed, axis=0))
     else:
         computed = gathered
+    add_initializers(graph, added, ir_version=ir_version, top=top)
     at = list(graph.node).index(node)
     for offset, new in enumerate(made):
         graph.node.insert(at + offset, new)

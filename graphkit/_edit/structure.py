@@ -10,6 +10,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from graphkit import _check_args as argcheck
+from graphkit._build import add_initializers
 from graphkit._edit._addressing import _function_tensor
 from graphkit._edit._common import (
     _all_node_names,
@@ -314,7 +315,7 @@ def _resolve_inputs(model: Model, proto: onnx.ModelProto, graph: onnx.GraphProto
         if constants:
             graph.node.insert(0, helper.make_node("Constant", [], [init_name], name=init_name, value=value))
         else:
-            graph.initializer.append(value)
+            add_initializers(graph, [value], ir_version=proto.ir_version, top=graph is proto.graph)
         names.append(init_name)
     return names
 

@@ -10,6 +10,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from graphkit import _check_args as argcheck
+from graphkit._build import add_initializers
 from graphkit._edit._addressing import _function_tensor
 from graphkit._edit._common import (
     _A,
@@ -248,5 +249,5 @@ def input_to_initializer(model: Model, /, tensor: str, value: Any, *, check: boo
     kept = [i for i in proto.graph.input if i.name != name]
     del proto.graph.input[:]
     proto.graph.input.extend(kept)
-    proto.graph.initializer.append(numpy_helper.from_array(array, name))
+    add_initializers(proto.graph, [numpy_helper.from_array(array, name)], ir_version=proto.ir_version, top=True)
     return _finish(model, proto, check=check, what=f"input_to_initializer {name}", retype=True)
