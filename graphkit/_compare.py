@@ -118,6 +118,7 @@ class TensorDiff:
         origin: For a failed tensor: "local" (its node diverges on reference inputs), "inherited", or
             None when not checked.
         local_max_abs: The max abs error of the node re-run on the reference side's inputs.
+        local_nonfinite: How that re-run's NaN/Inf counts differ from the reference's, when they do.
         reason: Why it failed when not by tolerance (shape mismatch, NaN/Inf mismatch).
         sample: For a failed tensor, up to ``SAMPLE_SIZE`` (candidate, reference) value pairs taken
             evenly, the worst element among them (the HTML report's histograms and scatter).
@@ -147,11 +148,23 @@ class TensorDiff:
     local_max_abs: float | None = None
     reason: str | None = None
     sample: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    local_nonfinite: str | None = None
 
     @property
     def label(self) -> str:
         """The marker's name if any, else the tensor's name."""
         return self.marker or self.name
+
+    @property
+    def nonfinite(self) -> str | None:
+        """How the NaN/Inf counts differ ("candidate 32448 Inf, reference 0"), or None when they agree
+        (``max_abs`` is over the pairs finite on both sides, so it cannot show this)."""
+        return nonfinite_text(self.nan, self.inf)
+
+    @property
+    def error_text(self) -> str:
+        """The error in words: how the NaN/Inf counts differ, else the max abs error."""
+        return self.nonfinite or f"max abs error {self.max_abs:.3g}"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (inf and NaN as strings, which JSON cannot hold)."""
@@ -179,6 +192,7 @@ class TensorDiff:
             "passed": self.passed,
             "origin": self.origin,
             "local_max_abs": None if self.local_max_abs is None else _json_float(self.local_max_abs),
+            "local_nonfinite": self.local_nonfinite,
             "reason": self.reason,
         }
 
@@ -201,6 +215,9 @@ class Divergence:
         local: True when the node (fragment) still diverges when re-run on the reference side's
             inputs; False when its error is inherited; None when it could not be re-run.
         local_max_abs: The max abs error of that re-run.
+        nonfinite: How the tensor's NaN/Inf counts differ from the reference's ("candidate 32448 Inf,
+            reference 0"), when they do: then ``max_abs`` (over finite pairs) does not show the error.
+        local_nonfinite: The same for the re-run.
         fragment: The nodes re-run (just ``node`` unless the reference side lacks its inputs).
         culprit: The node (or nodes) where the numbers go wrong: this one when it diverges on the
             reference side's inputs, or when its compared inputs are within tolerance and its output
@@ -220,6 +237,8 @@ class Divergence:
     fragment: tuple[str, ...]
     culprit: str = ""
     culprit_reason: str = ""
+    nonfinite: str | None = None
+    local_nonfinite: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -232,6 +251,8 @@ class Divergence:
             "max_abs": _json_float(self.max_abs),
             "local": self.local,
             "local_max_abs": None if self.local_max_abs is None else _json_float(self.local_max_abs),
+            "nonfinite": self.nonfinite,
+            "local_nonfinite": self.local_nonfinite,
             "fragment": list(self.fragment),
             "culprit": self.culprit,
             "culprit_reason": self.culprit_reason,
@@ -1709,11 +1730,14 @@ class _Runner:
             self.checks_left -= 1
             local = self._local_error(pair, expected, tol)
             if local is not None:
-                diff = replace(diff, origin="local" if not local[0] else "inherited", local_max_abs=local[1])
+                diff = replace(diff, origin="local" if not local[0] else "inherited", local_max_abs=local[1],
+                               local_nonfinite=local[2])
         return diff
 
-    def _local_error(self, pair: _Pair, expected: np.ndarray, tol: Tolerance) -> tuple[bool, float] | None:
-        """Re-run the tensor's fragment on the reference side's inputs: (passes, max abs), or None."""
+    def _local_error(self, pair: _Pair, expected: np.ndarray, tol: Tolerance
+                     ) -> tuple[bool, float, str | None] | None:
+        """Re-run the tensor's fragment on the reference side's inputs: (passes, max abs, how the NaN/Inf
+        counts differ), or None."""
         frag = self.plan.fragments.get(pair.candidate)
         if frag is None:
             return None
@@ -1734,9 +1758,9 @@ class _Runner:
         model = _fragment_model(self.cand, frag.nodes, inputs, [pair.candidate])
         got = _execute(model, inputs, [pair.candidate], self.backend, what, self.config, self.notes)[pair.candidate]
         if got.shape != expected.shape:
-            return (False, math.inf)
+            return (False, math.inf, None)
         figures = tensor_figures(got, expected, tol)
-        return (bool(figures["passed"]), float(figures["max_abs"]))
+        return (bool(figures["passed"]), float(figures["max_abs"]), nonfinite_text(figures["nan"], figures["inf"]))
 
     def _divergence(self, diff: TensorDiff, compared: Mapping[str, TensorDiff] | None = None) -> Divergence:
         frag = self.plan.fragments.get(diff.name)
@@ -1752,7 +1776,7 @@ class _Runner:
         culprit, reason = self._culprit(node, diff, names, local, compared or {})
         return Divergence(node.name or node.op_type, node.op_type, diff.name, diff.marker,
                           tuple(n for n in node.input), diff.max_abs, local, diff.local_max_abs, names,
-                          culprit, reason)
+                          culprit, reason, diff.nonfinite, diff.local_nonfinite)
 
     def _culprit(self, node: onnx.NodeProto, diff: TensorDiff, fragment: tuple[str, ...], local: bool | None,
                  compared: Mapping[str, TensorDiff]) -> tuple[str, str]:
@@ -1762,8 +1786,8 @@ class _Runner:
         if frag is not None and frag.fused:
             return self._fused_culprit(frag, fragment, diff, local, compared)
         if local:
-            return label, (f"re-run on the reference side's inputs it still diverges (max abs "
-                           f"{diff.local_max_abs or 0.0:.3g})")
+            error = diff.local_nonfinite or f"max abs {diff.local_max_abs or 0.0:.3g}"
+            return label, f"re-run on the reference side's inputs it still diverges ({error})"
         boundary = frag.boundary if frag is not None else [n for n in node.input if n]
         inputs = [compared[n] for n in boundary if n in compared]
         bad = [t for t in inputs if not t.passed]
@@ -1820,14 +1844,22 @@ def _make_diff(cand: _Graph, pair: _Pair, value: np.ndarray, expected: np.ndarra
                               reason=f"shape {list(value.shape)} differs from the reference's {list(expected.shape)}")
         expected = expected.reshape(value.shape)
     figures = tensor_figures(value, expected, tol)
-    reason = None
-    if figures["nan"][0] != figures["nan"][1] or figures["inf"][0] != figures["inf"][1]:
-        reason = (f"NaN/Inf differ: candidate {figures['nan'][0]} NaN, {figures['inf'][0]} Inf; "
-                  f"reference {figures['nan'][1]} NaN, {figures['inf'][1]} Inf")
-    elif figures["nan"][0] or figures["inf"][0]:
-        reason = None
+    differ = nonfinite_text(figures["nan"], figures["inf"])
+    reason = f"NaN/Inf differ: {differ}" if differ else None
     sample = None if figures["passed"] else value_sample(value, expected)
     return TensorDiff(**base, **figures, reason=reason if not figures["passed"] else None, sample=sample)
+
+
+def nonfinite_text(nan: tuple[int, int], inf: tuple[int, int]) -> str | None:
+    """How the (candidate, reference) NaN and Inf counts differ, in words ("candidate 32448 Inf,
+    reference 0"; both kinds: "candidate 2 NaN, 0 Inf; reference 0 NaN, 5 Inf"), or None."""
+    kinds = [(kind, counts) for kind, counts in (("NaN", nan), ("Inf", inf)) if counts[0] != counts[1]]
+    if not kinds:
+        return None
+    if len(kinds) == 1:
+        kind, (cand, ref) = kinds[0]
+        return f"candidate {cand} {kind}, reference {ref}"
+    return f"candidate {nan[0]} NaN, {inf[0]} Inf; reference {nan[1]} NaN, {inf[1]} Inf"
 
 
 #: How many value pairs a failed tensor keeps for the report (2 × 16 KiB as float64).

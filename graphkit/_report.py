@@ -163,7 +163,7 @@ def _error_figure(go: Any, result: Comparison, tensors: Sequence[TensorDiff]) ->
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.72, 0.28], vertical_spacing=0.04)
     x = list(range(len(tensors)))
     hover = [f"#{i} {html.escape(t.label)}<br>{html.escape(t.node)} ({t.op_type})<br>{_status(t)}"
-             f"<br>max abs {_number(t.max_abs)}, max rel {_number(t.max_rel)}, cosine {_number(t.cosine)}"
+             f"<br>{html.escape(t.nonfinite or '')}{'<br>' if t.nonfinite else ''}max abs {_number(t.max_abs)}, max rel {_number(t.max_rel)}, cosine {_number(t.cosine)}"
              for i, t in zip(x, tensors)]
     colours = [COLOURS[_status(t)] for t in tensors]
     fig.add_trace(go.Scatter(x=x, y=[_log_value(t.max_abs) for t in tensors], mode="lines+markers",
@@ -303,8 +303,11 @@ def _head(result: Comparison, model: Model | None) -> str:
         parts.append(
             "<div class='divergence' id='first-divergence'><h2>First divergence</h2>"
             f"<p>node <code>{html.escape(div.node)}</code> ({html.escape(div.op_type)}) → tensor "
-            f"<code>{html.escape(div.tensor)}</code>, max abs error {_number(div.max_abs)}</p>"
-            f"<p>{origin}" + (f" (max abs {_number(div.local_max_abs)})" if div.local_max_abs is not None else "")
+            f"<code>{html.escape(div.tensor)}</code>, "
+            + html.escape(f"NaN/Inf differ: {div.nonfinite}" if div.nonfinite else
+                          f"max abs error {_number(div.max_abs)}") + "</p>"
+            f"<p>{origin}" + (f" ({html.escape(div.local_nonfinite)})" if div.local_nonfinite else
+                              f" (max abs {_number(div.local_max_abs)})" if div.local_max_abs is not None else "")
             + "</p><p>inputs: " + ", ".join(f"<code>{html.escape(i)}</code>" for i in div.inputs if i) + "</p>"
             f"<p>see it in Netron: <code>{html.escape(view_command(result, path) or '')}</code></p></div>")
     for note in result.notes:
@@ -321,7 +324,7 @@ def _table(tensors: Sequence[TensorDiff]) -> str:
         state = _status(t)
         cells = [(i, str(i)), (t.label, t.label), (t.node, t.node), (t.op_type, t.op_type), (t.dtype, t.dtype),
                  ("x".join(map(str, t.shape)), "x".join(map(str, t.shape)) or "scalar"),
-                 (t.max_abs, _number(t.max_abs)), (t.max_rel, _number(t.max_rel)),
+                 (t.max_abs, t.nonfinite or _number(t.max_abs)), (t.max_rel, _number(t.max_rel)),
                  (t.mean_abs, _number(t.mean_abs)), (t.cosine, _number(t.cosine)),
                  (t.out_of_tolerance, f"{100 * t.out_of_tolerance:.1f}%"), (state, state)]
         tds = []

@@ -258,3 +258,16 @@ def test_a_divergence_made_of_inf_is_not_reported_as_max_abs_zero(tmp_path: Path
     assert code == 1
     line = next(ln for ln in out.splitlines() if ln.startswith("first divergence"))
     assert "max abs error 0" not in line and "inf" in line.lower(), line
+    assert line.endswith("NaN/Inf differ: candidate 6 Inf, reference 0"), line
+    culprit = next(ln for ln in out.splitlines() if ln.startswith("culprit"))
+    assert culprit.endswith("it still diverges (candidate 6 Inf, reference 0)"), culprit
+    row = next(ln for ln in out.splitlines() if ln.startswith("y "))
+    assert "candidate 6 Inf, reference 0" in row
+    html = tmp_path / "r.html"
+    assert main(["compare", str(tmp_path / "ref.onnx"), str(tmp_path / "inf.onnx"), "--range", "x=0.5,1",
+                 "--html", str(html), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["first_divergence"]["nonfinite"] == "candidate 6 Inf, reference 0"
+    assert data["first_divergence"]["local_nonfinite"] == "candidate 6 Inf, reference 0"
+    page = html.read_text(encoding="utf-8")
+    assert "NaN/Inf differ: candidate 6 Inf, reference 0" in page and "max abs error 0<" not in page

@@ -190,7 +190,7 @@ def _num(value: float) -> str:
 def _row(t: TensorDiff) -> list[Any]:
     status = "ok" if t.passed else "FAIL" + (f" {t.origin}" if t.origin else "")
     shape = "x".join(str(d) for d in t.shape) or "scalar"
-    return [t.label, t.op_type, t.dtype, shape, _num(t.max_abs), _num(t.max_rel), _num(t.mean_abs), _num(t.mse),
+    return [t.label, t.op_type, t.dtype, shape, t.nonfinite or _num(t.max_abs), _num(t.max_rel), _num(t.mean_abs), _num(t.mse),
             f"{t.cosine:.6f}" if math.isfinite(t.cosine) else "nan", f"{100 * t.out_of_tolerance:.1f}%",
             _num(t.needed_atol), _num(t.needed_rtol), status]
 
@@ -239,14 +239,15 @@ def _print(result: Comparison, *, show_all: bool, seed: int = 0) -> None:
     if div is None:
         return
     marker = f" [marker {div.marker}]" if div.marker else ""
-    _render.text(f"first divergence: node {div.node!r} ({div.op_type}) -> {div.tensor!r}{marker}, "
-                 f"max abs error {_num(div.max_abs)}")
+    error = f"NaN/Inf differ: {div.nonfinite}" if div.nonfinite else f"max abs error {_num(div.max_abs)}"
+    _render.text(f"first divergence: node {div.node!r} ({div.op_type}) -> {div.tensor!r}{marker}, {error}")
     _render.text(f"  inputs: {', '.join(repr(i) for i in div.inputs if i)}")
     if len(div.fragment) > 1:
         _render.text(f"  re-ran the fragment {', '.join(repr(n) for n in div.fragment)} on the reference inputs")
+    rerun = div.local_nonfinite or f"max abs {_num(div.local_max_abs or 0.0)}"
     if div.local is True:
         _render.text(f"  local: re-run on the reference side's inputs it still diverges "
-                     f"(max abs {_num(div.local_max_abs or 0.0)}); this node is where the numbers go wrong")
+                     f"({rerun}); this node is where the numbers go wrong")
     elif div.local is False:
         _render.text(f"  inherited: re-run on the reference side's inputs it agrees "
                      f"(max abs {_num(div.local_max_abs or 0.0)}); the error comes from its inputs")
