@@ -43,6 +43,7 @@ from graphkit._typing import Source, infer_proto, weightless
 from graphkit.errors import (
     EditError,
     ExternalDataError,
+    NameNotFoundError,
     NoChangeError,
     NodeNotFoundError,
     TensorNotFoundError,
@@ -50,7 +51,7 @@ from graphkit.errors import (
     not_found,
 )
 
-__all__ = ["Clamped", "Float16Conversion", "KeptNode", "set_dtype", "to_float16", "to_float16_with_report"]
+__all__ = ["Clamped", "Float16Conversion", "KeptNode", "check_keep_op", "set_dtype", "to_float16", "to_float16_with_report"]
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +183,7 @@ def to_float16(
 
     Raises:
         NodeNotFoundError: A ``keep_node`` name is no node of the model.
+        NameNotFoundError: A ``keep_op`` operator that no node of the model has.
         UsageError: The model has no float32 data to convert.
         ExternalDataError: An external weight is missing or truncated.
     """
@@ -200,6 +202,7 @@ def to_float16_with_report(
 
     Raises:
         NodeNotFoundError: A ``keep_node`` name is no node of the model.
+        NameNotFoundError: A ``keep_op`` operator that no node of the model has.
         UsageError: The model has no float32 data to convert.
         ExternalDataError: An external weight is missing or truncated.
     """
@@ -207,7 +210,21 @@ def to_float16_with_report(
     argcheck.boolean(keep_io_types, "keep_io_types")
     ops = argcheck.names(keep_op, "keep_op", what="operator")
     nodes = argcheck.names(keep_node, "keep_node", what="node name")
+    check_keep_op(model, ops)
     return _Converter(model, keep_io_types=keep_io_types, keep_op=set(ops), keep_node=nodes).convert()
+
+
+def check_keep_op(model: Model, ops: Sequence[str]) -> None:
+    """Refuse an operator to keep in float32 that no node of the model (bodies and functions included)
+    has: a typo would otherwise keep nothing without a word."""
+    proto = model.lazy_proto
+    present = {n.op_type for g in _graphs(proto.graph) for n in g.node}
+    present |= {n.op_type for f in proto.functions for n in f.node}
+    for op in ops:
+        if op not in present:
+            err = not_found(NameNotFoundError, "node of op type", op, sorted(present), where=model.name)
+            raise NameNotFoundError(f"an operator to keep in float32: {err.message}", hint=err.hint,
+                                    cli_hint=err.cli_hint)
 
 
 def convert_float16(model: Model, *, keep_io_types: bool, keep_op: Sequence[str], keep_node: Sequence[str],

@@ -37,7 +37,7 @@ from graphkit._graph import subgraphs
 from graphkit._model import Model
 from graphkit._summary import dtype_name, type_name
 from graphkit._typing import Source, tensor_types, weightless
-from graphkit.errors import UsageError, did_you_mean
+from graphkit.errors import NameNotFoundError, UsageError, did_you_mean, not_found
 
 __all__ = ["DATA_OPS", "Listing", "NodeInfo", "OpStats", "TensorInfo", "list_nodes"]
 
@@ -191,6 +191,7 @@ def list_nodes(
     Raises:
         UsageError: An unknown input in ``shapes``, a shape of the wrong rank, or one that
             contradicts a fixed dim.
+        NameNotFoundError: An ``op`` that no main-graph node has.
     """
     argcheck.instance(model, "model", Model, argcheck.MODEL)
     ops = argcheck.names(op, "op", what="op type")
@@ -199,6 +200,7 @@ def list_nodes(
         if shapes is not None else {}
     given_dims = argcheck.mapping(dims, "dims", key=argcheck.name,
                                   item=lambda v, k: argcheck.integer(v, k, minimum=0)) if dims is not None else {}
+    _check_ops(model, ops)
     typed, fixed = _sized(model, given_shapes, given_dims)
     g = Source(typed)
     names = [n for n in dict.fromkeys(
@@ -229,6 +231,16 @@ def list_nodes(
         subgraph_nodes=sum(_body_nodes(node) for node in g.nodes),
         filtered=filtered,
     )
+
+
+def _check_ops(model: Model, ops: Sequence[str]) -> None:
+    """Refuse an op type no node has: a typo would otherwise list nothing without a word."""
+    present = {n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}"
+               for n in model.lazy_proto.graph.node}
+    known = present | {op.rpartition("::")[2] for op in present}
+    for op in ops:
+        if op not in known:
+            raise not_found(NameNotFoundError, "node of op type", op, sorted(present), where=model.name)
 
 
 def _selected(info: NodeInfo, ops: Sequence[str], globs: Sequence[str]) -> bool:

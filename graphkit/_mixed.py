@@ -38,7 +38,14 @@ import onnx
 from graphkit import _check_args as argcheck
 from graphkit._backends import execute
 from graphkit._compare import DEFAULT_FRAGMENT_BYTES, _Graph, _value_info, _Walker, tensor_figures
-from graphkit._convert import Float16Conversion, WeightStore, convert_float16, element_types, unnamed_label
+from graphkit._convert import (
+    Float16Conversion,
+    WeightStore,
+    check_keep_op,
+    convert_float16,
+    element_types,
+    unnamed_label,
+)
 from graphkit._graph import GraphIndex
 from graphkit._model import Model
 from graphkit._options import FeedOptions, Tolerance
@@ -170,6 +177,7 @@ def auto_mixed_precision(
 
     Raises:
         NodeNotFoundError: A ``keep_node`` name is no node of the model.
+        NameNotFoundError: A ``keep_op`` operator that no node of the model has.
         UsageError: The model has no float32 data.
         FeedError: Feeds that do not fit the model.
         RuntimeFailure: ONNX Runtime fails to run a converted model.
@@ -181,6 +189,7 @@ def auto_mixed_precision(
     argcheck.boolean(keep_io_types, "keep_io_types")
     ops = argcheck.names(keep_op, "keep_op", what="operator")
     nodes = argcheck.names(keep_node, "keep_node", what="node name")
+    check_keep_op(model, ops)
     if progress is not None and not callable(progress):
         raise UsageError("progress= must be a function (done, total)", hint="pass a callable or None")
     return _Search(model, tolerance, feeds, feed_options, keep_io_types, ops, nodes, progress).run()

@@ -33,6 +33,22 @@ def test_nodes_json_filtered_by_op_and_name(capsys: pytest.CaptureFixture[str]) 
     assert data["filtered"] is True and "by_op" not in data
 
 
+def test_an_op_type_the_model_lacks_is_exit_2_with_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", "--nodes", "--op", "Cnv", str(fixture("whole_model.onnx"))]) == 2
+    err = capsys.readouterr().err
+    assert "no node of op type named 'Cnv'" in err and "did you mean 'Conv'" in err and "Traceback" not in err
+    with pytest.raises(gk.NameNotFoundError, match="'Cnv'"):
+        gk.list_nodes(gk.load(fixture("whole_model.onnx")), op=["Cnv"])
+
+
+def test_a_name_glob_matching_nothing_is_a_note(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", "--nodes", "--name", "Conv", str(fixture("whole_model.onnx"))]) == 0
+    captured = capsys.readouterr()
+    assert "graphkit: note: --name 'Conv' matches no node or tensor" in captured.err and "'*Conv*'" in captured.err
+    assert main(["inspect", "--nodes", "--name", "*Conv*", str(fixture("whole_model.onnx"))]) == 0
+    assert "note" not in capsys.readouterr().err
+
+
 def test_tensors_show_kind_and_producer(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, "--tensors", str(fixture("whole_model.onnx")))
     tensors = {t["name"]: t for t in data["tensors"]}

@@ -205,6 +205,19 @@ def test_errors_name_the_node_and_the_model(whole_model: gk.Model) -> None:
         gk.to_float16(ints)
 
 
+def test_an_operator_to_keep_that_the_model_lacks_is_refused_with_did_you_mean(whole_model: gk.Model,
+                                                                                 tmp_path: Path) -> None:
+    with pytest.raises(gk.NameNotFoundError) as err:
+        gk.to_float16(whole_model, keep_op=["Ad"])
+    assert "keep in float32" in str(err.value) and "'Ad'" in str(err.value) and "'Add'" in err.value.hint
+    with pytest.raises(gk.NameNotFoundError, match="'Cnv'"):
+        gk.auto_mixed_precision(whole_model, keep_op=["Cnv"])
+    path = tmp_path / "m.onnx"
+    gk.save(whole_model, path)
+    assert main(["convert", str(path), str(tmp_path / "h.onnx"), "--float16", "--keep-op", "Ad"]) == 2
+    assert not (tmp_path / "h.onnx").exists()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("keep_io_types", [False, True])
 @pytest.mark.parametrize("path", sorted(LIGHT.glob("light_*.onnx")), ids=lambda p: p.stem)

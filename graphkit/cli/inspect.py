@@ -43,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
     model = _common.load(args.model)
     if args.nodes or args.tensors or args.stats:
         listing = list_nodes(model, op=args.op, name=args.name, shapes=_shapes(args, model), dims=_dims(args))
+        if args.name and not listing.nodes and not listing.tensors:
+            _render.note(f"--name {' '.join(repr(g) for g in args.name)} matches no node or tensor of {model.name}"
+                         f"{' of the op types given' if args.op else ''} (a glob matches the whole name: "
+                         "'*Conv*' for names holding Conv)")
         if args.json:
             _render.json_out(_json(listing, args))
         elif args.nodes:
