@@ -16,6 +16,7 @@ from onnx import helper, numpy_helper
 import graphkit as gk
 from graphkit._model import iter_graphs
 from graphkit._recipe import parse_steps, run_steps
+from graphkit.cli import main
 
 
 def load(name: str) -> gk.Model:
@@ -129,6 +130,30 @@ def test_set_attribute_wrong_type_names_the_node_and_hints() -> None:
     with pytest.raises(gk.EditError) as err:
         gk.set_attribute(load("srcnn.onnx"), "/conv1/Conv", "group", 1.5)
     assert "'group'" in str(err.value) and "/conv1/Conv" in str(err.value) and err.value.hint
+
+
+def test_an_attribute_that_empties_a_shape_downstream_names_the_node_where_it_starts(tmp_path: Path,
+                                                                                   capsys: pytest.CaptureFixture[str]
+                                                                                   ) -> None:
+    # strides 5 take 20x20 to 4x4, the next 3x3 Conv to 2x2, the one after to 0x0 (then negative)
+    with pytest.raises(gk.EditError) as err:
+        gk.set_attribute(load("whole_model.onnx"), "/convs1/convs1.0/Conv", "strides", [5, 5])
+    message = str(err.value)
+    assert message.startswith("set_attribute /convs1/convs1.0/Conv.strides: node '/convs1/convs1.2/Conv' (Conv) "
+                              "would output '/convs1/convs1.2/Conv_output_0' float32[1,3,0,0], an empty shape, "
+                              "from '/convs1/convs1.1/Conv_output_0' float32[1,3,2,2]"), message
+    assert message.endswith("upstream, this edit set strides=[5, 5] on '/convs1/convs1.0/Conv'")
+    assert "set_attribute" in err.value.hint and "--set-attr" in err.value.cli_hint
+    with pytest.raises(gk.EditError) as err:
+        gk.set_attribute(load("whole_model.onnx"), "/convs1/convs1.0/Conv", "dilations", [20, 20])
+    assert "node '/convs1/convs1.0/Conv' (Conv) would output '/convs1/convs1.0/Conv_output_0' float32[1,3,-20,-20], " \
+           "an impossible shape, from 'input.1' float32[1,3,20,20]" in str(err.value)
+    assert str(err.value).endswith("this edit set its dilations=[20, 20]")
+    out = tmp_path / "e.onnx"
+    assert main(["edit", str(fixture("whole_model.onnx")), str(out), "--set-attr",
+                 "/convs1/convs1.0/Conv.strides=[5,5]"]) == 2
+    err_text = capsys.readouterr().err
+    assert "node '/convs1/convs1.2/Conv'" in err_text and "graph output" not in err_text and not out.exists()
 
 
 def test_set_attribute_unknown_attribute_suggests() -> None:

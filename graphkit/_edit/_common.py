@@ -14,6 +14,7 @@ from onnx import helper
 
 from graphkit import _check_args as argcheck
 from graphkit._edit._addressing import _Found, _function_graph, _position_in, _refuse_function_tensor
+from graphkit._edit._impossible import refuse_impossible_dims
 from graphkit._graph import GraphIndex, graph_tensor_names, node_label, subgraphs
 from graphkit._infer import refresh_types
 from graphkit._model import Model, iter_graphs
@@ -228,6 +229,7 @@ def _finish(before: Model, proto: onnx.ModelProto, *, check: bool, what: str, ba
                                                   "(set_attribute, set_dims, remove_node)",
                                 cli_hint="undo this edit, or make the nodes it feeds agree with it "
                                          "(--set-attr, --fixed, --remove-node)") from err
+        refuse_impossible_dims(before, result, what)
     if check:
         check_or_raise(result, what=f"the model after {what}")
     return result
