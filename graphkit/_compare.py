@@ -306,6 +306,9 @@ class Comparison:
         unmatched_candidate: Candidate tensors worth comparing that matched no reference name.
         outputs: The candidate's graph outputs that were compared.
         fusions: Candidate tensors whose producer absorbed reference nodes (two models only).
+        renamed: (reference, candidate) names of tensors paired as renamed: the ones no name matched,
+            when both sides have as many, made in the same execution order by the same operators
+            (two models only); they are compared like the others.
     """
 
     reference: str
@@ -321,6 +324,7 @@ class Comparison:
     unmatched_candidate: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
     fusions: tuple[Fusion, ...] = ()
+    renamed: tuple[tuple[str, str], ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -386,6 +390,7 @@ class Comparison:
             "inherited": sum(1 for t in failed if t.origin == "inherited"),
             "fused": [t.name for t in self.fused],
             "fusions": [f.to_dict() for f in self.fusions],
+            "renamed": [{"reference": a, "candidate": b} for a, b in self.renamed],
             "first_divergence": None if self.first_divergence is None else self.first_divergence.to_dict(),
             "tensors": [t.to_dict() for t in self.tensors],
             "unmatched": {
@@ -1333,9 +1338,32 @@ def compare(
         paired_ref, paired_cand = {p.reference for p in pairs}, {p.candidate for p in pairs}
         unmatched = ([n for n in ref.comparable(constants=constants) if n not in paired_ref],
                      [n for n in worth if n not in paired_cand])
-    return _compare_models(ref, cand, pairs, unmatched, renamed_inputs, ref_backend, candidate_backend, feeds,
-                           gen, tol, tolerances, tensors, fragment_bytes, local_checks, progress,
-                           ref_config=ref_config, cand_config=cand_config, check_finite=check_finite)
+        renamed = _renamed_pairs(ref, cand, *unmatched)
+        if renamed:
+            pairs = sorted([*pairs, *renamed], key=lambda p: cand.position[p.candidate])
+            unmatched = ([], [])
+    result = _compare_models(ref, cand, pairs, unmatched, renamed_inputs, ref_backend, candidate_backend, feeds,
+                             gen, tol, tolerances, tensors, fragment_bytes, local_checks, progress,
+                             ref_config=ref_config, cand_config=cand_config, check_finite=check_finite)
+    if tensors is None and renamed:
+        result = replace(result, renamed=tuple((p.reference, p.candidate) for p in renamed))
+    return result
+
+
+def _renamed_pairs(ref: _Graph, cand: _Graph, ref_names: Sequence[str], cand_names: Sequence[str]) -> list[_Pair]:
+    """The unmatched tensors of both sides as renamed pairs, when they pair one to one: as many on each
+    side and, in execution order, each made by the same operator at the same output slot (a rename
+    keeps both); else none, and they stay unmatched."""
+    if not ref_names or len(ref_names) != len(cand_names):
+        return []
+    pairs = []
+    for a, b in zip(ref_names, cand_names):
+        made_a, made_b = ref.node_of(a), cand.node_of(b)
+        if made_a is None or made_b is None or (made_a.domain, made_a.op_type) != (made_b.domain, made_b.op_type) \
+                or list(made_a.output).index(a) != list(made_b.output).index(b) or cand.marker_of(b):
+            return []
+        pairs.append(_Pair(b, a, None))
+    return pairs
 
 
 def _check_compare_args(model: Any, other: Any, reference: Any, feeds: Any, feed_options: Any, tolerance: Any,

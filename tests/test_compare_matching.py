@@ -88,18 +88,47 @@ def test_cli_map_renames_an_input(tmp_path: Path, capsys: pytest.CaptureFixture[
 # ---------------------------------------------------------------------------------------- unmatched
 
 
+def _renamed(proto: onnx.ModelProto, names: tuple[str, ...] = ("c", "b", "r", "y")) -> onnx.ModelProto:
+    for node in proto.graph.node:  # every intermediate renamed; the output keeps its name
+        node.input[:] = [f"x_{n}" if n in names else n for n in node.input]
+        node.output[:] = [f"x_{n}" if n in names else n for n in node.output]
+    return proto
+
+
 def test_names_that_do_not_match_are_counted_on_each_side() -> None:
-    other = _conv_bn()
-    for node in other.graph.node:  # every intermediate renamed; the output keeps its position
-        node.input[:] = [f"x_{n}" if n in ("c", "b", "r", "y") else n for n in node.input]
-        node.output[:] = [f"x_{n}" if n in ("c", "b", "r", "y") else n for n in node.output]
-    result = compare(_model(_conv_bn()), _model(other))
-    assert result.passed and [t.name for t in result.tensors] == ["out"]
-    assert result.unmatched == ("c", "b", "r", "y") and result.unmatched_candidate == ("x_c", "x_b", "x_r", "x_y")
+    # folded and renamed: 4 reference tensors against 3, no one-to-one pairing
+    result = compare(_model(_conv_bn()), _model(_renamed(_conv_bn(folded=True), ("c", "r", "y"))))
+    assert result.passed and [t.name for t in result.tensors] == ["out"] and result.renamed == ()
+    assert result.unmatched == ("c", "b", "r", "y") and result.unmatched_candidate == ("x_c", "x_r", "x_y")
     data = result.to_dict()
-    assert data["matched"] == 1
+    assert data["matched"] == 1 and data["renamed"] == []
     assert data["unmatched"] == {"reference": {"count": 4, "names": ["c", "b", "r", "y"]},
-                                 "candidate": {"count": 4, "names": ["x_c", "x_b", "x_r", "x_y"]}}
+                                 "candidate": {"count": 3, "names": ["x_c", "x_r", "x_y"]}}
+
+
+def test_a_pure_rename_pairs_the_tensors_by_producer_and_order_and_compares_them() -> None:
+    result = compare(_model(_conv_bn()), _model(_renamed(_conv_bn())), tolerance=gk.Tolerance(0.0, 0.0))
+    assert result.renamed == (("c", "x_c"), ("b", "x_b"), ("r", "x_r"), ("y", "x_y"))
+    assert [(t.reference_name, t.name) for t in result.tensors] == [*result.renamed, ("out", "out")]
+    assert all(t.passed and t.max_abs == 0 for t in result.tensors)
+    assert result.unmatched == () and result.unmatched_candidate == () and result.fusions == ()
+    assert result.to_dict()["renamed"][0] == {"reference": "c", "candidate": "x_c"}
+    # a producer whose operator changed is no rename: nothing is paired, and nothing compared equal
+    changed = _renamed(_conv_bn())
+    changed.graph.node[2].op_type = "Sigmoid"  # the Relu
+    other = compare(_model(_conv_bn()), _model(changed))
+    assert other.renamed == () and other.unmatched == ("c", "b", "r", "y") and not other.passed
+
+
+def test_cli_says_renamed_not_fused_after_a_rename(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    gk.save(_model(_conv_bn()), tmp_path / "a.onnx")
+    gk.save(_model(_renamed(_conv_bn())), tmp_path / "b.onnx")
+    assert main(["compare", str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert "matched 5 tensors; unmatched: 0 of the reference's, 0 of the candidate's" in out
+    assert "renamed: 4 tensors that no name matched, paired by producer operator and execution order " \
+           "('c' -> 'x_c', 'b' -> 'x_b', 'r' -> 'x_r', …); compared as pairs" in out
+    assert "fused" not in out and "absorbing" not in out
 
 
 # ------------------------------------------------------------------------------------ fused values

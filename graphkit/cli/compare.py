@@ -271,6 +271,10 @@ def _print_matching(result: Comparison, *, show_all: bool = False) -> None:
     sides = [(result.unmatched, "the reference's"), (result.unmatched_candidate, "the candidate's")]
     parts = [f"{len(names)} of {side}" + (f" ({_names(names)})" if names else "") for names, side in sides]
     _render.text(f"{line}; unmatched: {parts[0]}, {parts[1]}")
+    if result.renamed:
+        shown = ", ".join(f"{a!r} -> {b!r}" for a, b in result.renamed[:3]) + (", …" if len(result.renamed) > 3 else "")
+        _render.text(f"renamed: {len(result.renamed)} tensors that no name matched, paired by producer operator "
+                     f"and execution order ({shown}); compared as pairs")
     renamed = {t.name for t in result.fused}
     runtime = [f for f in result.fusions if f.group]
     listed = _render.capped(runtime, _SHOWN_FUSIONS, show_all=show_all)
