@@ -1288,6 +1288,7 @@ def compare(
     Raises:
         UsageError: Contradictory options, an unknown backend, nothing to compare.
         TensorNotFoundError: A tolerance, mapping or ``tensors`` entry names no tensor.
+        NameNotFoundError: A ``marker_spec`` other than the default whose operator no model has.
         FeedError: Feeds or reference values that do not fit the model.
         RuntimeFailure: A backend refuses a model or fails while running it.
     """
@@ -1314,6 +1315,7 @@ def compare(
             require_sound(side)
     tol = tolerance
     gen = _FeedOptions(feed_options)
+    _check_marker_spec(marker_spec, [m for m in (model, other) if m is not None])
     cand = _Graph.of(other if other is not None else model, marker_spec)
     if reference is not None:
         values = load_reference(reference) if isinstance(reference, (str, os.PathLike)) else reference
@@ -1364,6 +1366,25 @@ def _renamed_pairs(ref: _Graph, cand: _Graph, ref_names: Sequence[str], cand_nam
             return []
         pairs.append(_Pair(b, a, None))
     return pairs
+
+
+def _check_marker_spec(marker_spec: Sequence[str], models: Sequence[Model]) -> None:
+    """Refuse a marker operator that was asked for (not the default) and that no model has: a typo
+    would otherwise leave the markers in place, for ONNX Runtime to refuse as an unknown operator."""
+    domain, op = marker_spec[0], marker_spec[1]
+    if (domain, op) == ("my", "Debug"):
+        return
+    nodes = [n for m in models for n in m.lazy_proto.graph.node]
+    if any(n.op_type == op and (n.domain or "") == domain for n in nodes):
+        return
+    ops = sorted({f"{n.domain}::{n.op_type}" for n in nodes if n.domain not in ("", "ai.onnx")})
+    close = did_you_mean(f"{domain}::{op}", ops)
+    known = (close + " " if close else "") + (f"(its custom ops: {', '.join(ops[:5])})" if ops else
+                                              "(it has no custom-domain node)")
+    verb = "has" if len(models) == 1 else "have"
+    raise NameNotFoundError(f"{' and '.join(m.name for m in models)} {verb} no {domain}::{op} marker nodes",
+                            hint=f"{known}; give marker_spec=(domain, op, attribute) of the markers",
+                            cli_hint=f"{known}; pass --marker-domain and --marker-op of the markers")
 
 
 def _check_compare_args(model: Any, other: Any, reference: Any, feeds: Any, feed_options: Any, tolerance: Any,

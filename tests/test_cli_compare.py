@@ -271,3 +271,14 @@ def test_a_divergence_made_of_inf_is_not_reported_as_max_abs_zero(tmp_path: Path
     assert data["first_divergence"]["local_nonfinite"] == "candidate 6 Inf, reference 0"
     page = html.read_text(encoding="utf-8")
     assert "NaN/Inf differ: candidate 6 Inf, reference 0" in page and "max abs error 0<" not in page
+
+
+def test_a_marker_operator_the_model_lacks_is_exit_2_with_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(fixture("debug_markers.onnx"))
+    assert main(["compare", path, "--marker-op", "Debg"]) == 2
+    err = capsys.readouterr().err
+    assert f"graphkit: error: {path} has no my::Debg marker nodes" in err
+    assert "did you mean 'my::Debug'?" in err and "--marker-op" in err and "Traceback" not in err
+    with pytest.raises(gk.NameNotFoundError) as raised:
+        gk.compare(gk.load(path), marker_spec=("my", "Debg", "name"))
+    assert "marker_spec=" in raised.value.hint
