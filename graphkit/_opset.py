@@ -121,7 +121,7 @@ def _convert(model: Model, version: int) -> OpsetConversion:
     if source == target:
         raise NoChangeError(f"{model.name} already has ai.onnx opset {target}", hint="choose another version")
     rewriter = _Rewriter(model, source, target)
-    missing = _missing_operators(proto, target)
+    missing = _missing_operators(proto, target) or _unfit_types(proto, source, target, _known_types(model))
     if missing:
         raise _refusal(model, target, missing)
     if rewriter.hide(proto.graph):
@@ -286,6 +286,61 @@ def _missing_operators(proto: onnx.ModelProto, target: int) -> list[_Problem]:
             problems.append(_Problem(f"{where}: {_node_label(node, k)}", reason, hint.format("replace_op"),
                                      hint.format("edit --replace-op")))
     return problems
+
+
+def _unfit_types(proto: onnx.ModelProto, source: int, target: int, types: dict[str, int]) -> list[_Problem]:
+    """The ai.onnx nodes (main graph and bodies) whose operator changed between the versions and whose
+    inputs or outputs have a type the target version does not take (an int64 Constant below 9)."""
+    problems = []
+    for where, graph in _named_graphs(proto.graph, "main graph"):
+        for k, node in enumerate(graph.node):
+            if node.domain not in ("", "ai.onnx") or _since(node.op_type, source) == _since(node.op_type, target):
+                continue
+            if node.op_type == "Dropout":  # (an unread mask is dropped: see _Rewriter._down)
+                node = _without_unread_mask(node, proto)
+            refused = _refused_type(node, target, types)
+            if refused:
+                problems.append(_Problem(f"{where}: {_node_label(node, k)}", refused,
+                                         f"choose a version where {node.op_type} takes it, or cast around the node"))
+    return problems
+
+
+def _without_unread_mask(node: onnx.NodeProto, proto: onnx.ModelProto) -> onnx.NodeProto:
+    if len(node.output) < 2 or not node.output[1]:
+        return node
+    read = {n for g in _graphs(proto.graph) for other in g.node for n in other.input}
+    read |= {o.name for g in _graphs(proto.graph) for o in g.output}
+    if node.output[1] in read:
+        return node
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    del copy.output[1:]
+    return copy
+
+
+def _refused_type(node: onnx.NodeProto, target: int, types: dict[str, int]) -> str:
+    """Why the target version's schema refuses one of ``node``'s input or output types ("" when none)."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, target, "")
+    except Exception:  # onnx raises SchemaError for an op that does not exist at that version
+        return ""
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    for kind, names, formal in (("input", node.input, schema.inputs), ("output", node.output, schema.outputs)):
+        for k, name in enumerate(names):
+            elem = types.get(name) if name else None
+            if not elem or not formal:
+                continue
+            if k < len(formal):
+                param = formal[k]
+            elif formal[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic:
+                param = formal[-1]
+            else:
+                continue
+            have = f"tensor({onnx.TensorProto.DataType.Name(elem).lower()})"
+            options = allowed.get(param.type_str, {param.type_str})
+            if any(o.startswith("tensor(") for o in options) and have not in options:
+                return f"its {kind} {name!r} is {have}, which {node.op_type} does not take in opset {target}"
+    return ""
 
 
 def _first_version(op: str) -> int | None:
@@ -836,13 +891,36 @@ class _Rewriter:
         return False
 
 
-def _known_shapes(model: Model) -> dict[str, list[int | None] | None]:
-    """The dims of the tensors of the main graph and its bodies that ONNX shape inference proves."""
+def _inferred(model: Model) -> onnx.ModelProto:
+    """A weightless copy of the model with what ONNX shape inference proves in its value_info."""
     proto = weightless(Source(model))
     try:
-        proto = infer_proto(proto, data_prop=True)
+        return infer_proto(proto, data_prop=True)
     except Exception as err:  # (inference fails on some valid models: keep what is declared)
         log.debug("shape inference failed: %s", err)
+        return proto
+
+
+def _known_types(model: Model) -> dict[str, int]:
+    """The element types of the tensors of the main graph and its bodies, where known."""
+    proto = _inferred(model)
+    types: dict[str, int] = {}
+    for graph in (*_graphs(proto.graph), *_graphs(model.lazy_proto.graph)):
+        for info in (*graph.input, *graph.output, *graph.value_info):
+            if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
+                types[info.name] = info.type.tensor_type.elem_type
+        for tensor in graph.initializer:
+            types[tensor.name] = tensor.data_type
+        for node in graph.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.attribute \
+                    and node.attribute[0].type == onnx.AttributeProto.TENSOR:
+                types[node.output[0]] = node.attribute[0].t.data_type
+    return types
+
+
+def _known_shapes(model: Model) -> dict[str, list[int | None] | None]:
+    """The dims of the tensors of the main graph and its bodies that ONNX shape inference proves."""
+    proto = _inferred(model)
     shapes: dict[str, list[int | None] | None] = {}
     for graph in (*_graphs(proto.graph), model.lazy_proto.graph):
         for info in (*graph.input, *graph.output, *graph.value_info):
