@@ -496,8 +496,9 @@ class _Converter:
         for k, node in enumerate(nodes):
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and types.get(node.output[0]) == FLOAT:
                 name = node.output[0]
-                value = next((a.t for a in node.attribute if a.name == "value"), None)
-                if value is not None and wants.get(name, set()) == {FLOAT16} and required_out.get(name, FLOAT16) == FLOAT16:
+                value = next((a.t for a in node.attribute if a.name == "value" and not a.ref_attr_name), None)
+                if value is not None and value.data_type == FLOAT and wants.get(name, set()) == {FLOAT16} \
+                        and required_out.get(name, FLOAT16) == FLOAT16:  # (a value a function's call gives stays)
                     self._convert_tensor(value, node.name or name, where)
                     natural[name] = FLOAT16
                     modes[k] = _Ports((), (True,))

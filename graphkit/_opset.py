@@ -464,7 +464,7 @@ class _Rewriter:
         for node in graph.node:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.attribute:
                 attr = node.attribute[0]
-                if attr.name == "value":
+                if attr.name == "value" and not attr.ref_attr_name:
                     found[node.output[0]] = functools.partial(numpy_helper.to_array, attr.t)
         return found
 
@@ -508,6 +508,12 @@ class _Rewriter:
     def _rewrite(self, node: onnx.NodeProto, constants: dict[str, Callable[[], np.ndarray]], label: str,
                  added: list[onnx.NodeProto]) -> bool:
         """Rewrite ``node`` for the target version; whether it changed."""
+        references = [a.name for a in node.attribute if a.ref_attr_name]
+        if references and self._reads_attributes(node):
+            raise _Unconvertible(f"its attribute(s) {references} come from the function's call, and graphkit "
+                                 f"rewrites {node.op_type} from values it can read",
+                                 hint="inline the function first, or keep a version on the same side of the "
+                                      "operator's change")
         if node.op_type in AXES_INPUT_SINCE:
             return self._axes(node, AXES_INPUT_SINCE[node.op_type], constants, label, added)
         if node.op_type == "Split":
@@ -527,6 +533,18 @@ class _Rewriter:
         if _changes(node, self.source, self.target) and not self.compatible(node):
             self._check_compatible(node, label)
         return False
+
+    def _reads_attributes(self, node: onnx.NodeProto) -> bool:
+        """Whether rewriting ``node`` reads its attributes' values (which a function's call may give)."""
+        op = node.op_type
+        since = AXES_INPUT_SINCE.get(op) or _OWN.get(op)
+        if since is not None and _crosses(since, self.source, self.target):
+            return True
+        if op in _AXIS_FAMILY and self.target < 11:
+            return True
+        if op == "Constant":
+            return self.target < 12 and node.attribute[0].name != "value"
+        return self.down(node)
 
     def _place(self, nodes: Any, added: list[onnx.NodeProto]) -> None:
         """Constant nodes made for inputs go first (they read nothing); nodes made around a node go

@@ -396,6 +396,21 @@ def test_a_function_called_in_both_precisions_gets_a_float16_copy() -> None:
     assert max(errors.values()) < 2e-3, errors
 
 
+def test_a_function_constant_given_by_the_call_stays_float32_with_a_cast() -> None:
+    model = gk.parse_model("""<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
+        g (float[2,3] x) => (float[2,3] y) { y = local.Shift <t = float[1] {0.25}> (x) }
+        <domain: "local", opset_import: ["" : 17]>
+        Shift <t> (v) => (w) {
+            c = Constant <value: tensor = @t> ()
+            w = Add (v, c)
+        }""")
+    report = gk.to_float16_with_report(model)
+    body = report.model.lazy_proto.functions[0]
+    assert [n.op_type for n in body.node] == ["Constant", "Cast", "Add"] and report.casts == 1
+    errors = _relative_error(model, report.model, io_float16=True)
+    assert max(errors.values()) < 2e-3, errors
+
+
 def test_a_function_body_node_can_be_kept_by_name() -> None:
     proto = gk.parse_model(FUNCTIONS).lazy_proto
     named = onnx.ModelProto()

@@ -265,6 +265,21 @@ def test_a_local_function_softmax_goes_up_without_shapes_and_down_only_at_the_la
     assert "function Norm: #0 (Softmax)" in str(err.value) and "rank of 'v' is unknown" in str(err.value)
 
 
+def test_a_function_node_whose_attribute_comes_from_the_call_is_named() -> None:
+    model = gk.parse_model("""<ir_version: 8, opset_import: ["" : 13, "local" : 1]>
+        g (float[2,3] x) => (float[2,3] y) { y = local.Scale <alpha = 0.5> (x) }
+        <domain: "local", opset_import: ["" : 13]>
+        Scale <alpha> (v) => (w) {
+            a = Constant <value_float: float = @alpha> ()
+            w = Mul (v, a)
+        }""")
+    with pytest.raises(gk.EditError) as err:
+        gk.convert_opset(model, 11)
+    assert "function Scale: #0 (Constant)" in str(err.value) and "['value_float'] come from the function's call" \
+        in str(err.value)
+    _same(model, gk.convert_opset(model, 12))  # (where Constant keeps its form)
+
+
 def test_own_rewrites_move_axes_between_attribute_and_input() -> None:
     text, low, high = CASES["reducemean"]
     up = gk.convert_opset_with_report(_model(text, low), high)
