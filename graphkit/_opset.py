@@ -132,9 +132,10 @@ def _convert(model: Model, version: int) -> OpsetConversion:
     else:
         _set_version(proto.opset_import, target)
     rewriter.show(proto.graph, positions=not need_converter)
-    rewriter.shaped = False  # (a function's types depend on its call)
+    rewriter.shaped = False  # (a function's shapes come from its calls)
     for func in proto.functions:
         if _version(func.opset_import) is not None:
+            rewriter.function = (func.domain, func.name)
             rewriter.graph_nodes(func.node, f"function {func.name}", {}, rewriter.function_constants(func))
             _set_version(func.opset_import, target)
     if rewriter.problems:
@@ -389,8 +390,10 @@ class _Rewriter:
         #: Nodes to put before and after a node (by id) when its graph's node list is rebuilt.
         self.around: dict[int, tuple[list[onnx.NodeProto], list[onnx.NodeProto]]] = {}
         self._shapes: dict[str, list[int | None] | None] | None = None
-        #: Whether names are looked up in the model's shapes (not in a local function's body).
+        #: Whether names are looked up in the model's shapes, or in those of ``function``'s body.
         self.shaped = True
+        self.function: tuple[str, str] = ("", "")
+        self._function_shapes: dict[tuple[str, str], dict[str, list[int | None] | None]] = {}
         self.main_names = {n for node in model.lazy_proto.graph.node for n in node.output} | \
             {v.name for v in model.lazy_proto.graph.input}
         for graph in _graphs(model.lazy_proto.graph):
@@ -867,7 +870,9 @@ class _Rewriter:
         """The dims of ``name`` (None for an unknown dim), or None when its rank is unknown or it is a
         local function's (whose types depend on the call)."""
         if not self.shaped:
-            return None
+            if self.function not in self._function_shapes:
+                self._function_shapes[self.function] = _function_shapes(self.model, self.function)
+            return self._function_shapes[self.function].get(name)
         if self._shapes is None:
             self._shapes = _known_shapes(self.model)
         if self._shapes.get(name) is None and name in self.main_names:
@@ -948,6 +953,57 @@ def _known_shapes(model: Model) -> dict[str, list[int | None] | None]:
         for tensor in graph.initializer:
             shapes[tensor.name] = [int(d) for d in tensor.dims]
     return shapes
+
+
+def _function_shapes(model: Model, key: tuple[str, str]) -> dict[str, list[int | None] | None]:
+    """The dims inside the local function ``key`` (domain, name), by ONNX shape inference on its body
+    with the types each call in the main graph or its bodies passes in; a dim the calls disagree on is
+    unknown, and so is the rank of a tensor they disagree on or of a function only functions call."""
+    source = model.lazy_proto
+    func = next(f for f in source.functions if (f.domain, f.name) == key)
+    types: dict[str, onnx.TypeProto] = {}
+    inferred = _inferred(model)
+    for graph in (*_graphs(inferred.graph), *_graphs(source.graph)):
+        for info in (*graph.input, *graph.output, *graph.value_info):
+            if info.type.HasField("tensor_type"):
+                types[info.name] = info.type
+    merged: dict[str, list[int | None] | None] | None = None
+    for graph in _graphs(source.graph):
+        for call in graph.node:
+            if (call.domain, call.op_type) != key:
+                continue
+            body = _body_shapes(source, func, call, types)
+            if merged is None:
+                merged = body
+                continue
+            for name in set(merged) | set(body):
+                a, b = merged.get(name), body.get(name)
+                merged[name] = None if a is None or b is None or len(a) != len(b) else \
+                    [x if x == y else None for x, y in zip(a, b)]
+    return merged or {}
+
+
+def _body_shapes(source: onnx.ModelProto, func: onnx.FunctionProto, call: onnx.NodeProto,
+                 types: dict[str, onnx.TypeProto]) -> dict[str, list[int | None] | None]:
+    """The dims inside ``func`` as ``call`` calls it (attribute references left out: inference skips them)."""
+    graph = onnx.GraphProto(name=func.name)
+    graph.node.extend(func.node)
+    for name, given in zip(func.input, call.input):
+        info = graph.input.add()
+        info.name = name
+        if given in types:
+            info.type.CopyFrom(types[given])
+    holder = onnx.ModelProto(ir_version=source.ir_version)
+    imports = {o.domain: o.version for o in source.opset_import}
+    imports.update({o.domain: o.version for o in func.opset_import})
+    holder.opset_import.extend(onnx.helper.make_opsetid(d, v) for d, v in imports.items())
+    holder.functions.extend(source.functions)
+    holder.graph.CopyFrom(graph)
+    try:
+        holder = infer_proto(holder, data_prop=True)
+    except Exception as err:  # (onnx raises InferenceError and others from C++)
+        log.debug("shape inference of function %s failed: %s", func.name, err)
+    return {info.name: _dims_of(info.type) for info in (*holder.graph.input, *holder.graph.value_info)}
 
 
 def _dims_of(tp: onnx.TypeProto) -> list[int | None] | None:

@@ -251,7 +251,7 @@ def test_local_functions_convert_up_and_down() -> None:
     _same(high, again)
 
 
-def test_a_local_function_softmax_goes_up_without_shapes_and_down_only_at_the_last_axis() -> None:
+def test_a_local_function_softmax_goes_up_without_shapes_and_down_with_its_calls_shapes() -> None:
     low_text = "r = ReduceSum <keepdims=1, axes=[1]> (v)\n c0 = Identity (r)\n lo = Constant <value = float {-0.5}> ()"
     low = gk.parse_model(FUNCTION_MODEL.format(v=12, reduce=low_text, axis=1).replace("c = Clip (r, lo, hi)",
                                                                               "c = Clip (r, lo)"))
@@ -259,9 +259,18 @@ def test_a_local_function_softmax_goes_up_without_shapes_and_down_only_at_the_la
     norm = next(f for f in up.lazy_proto.functions if f.name == "Norm")
     assert [n.op_type for n in norm.node] == ["Flatten", "Shape", "Softmax", "Reshape"]  # (no shapes in a body)
     _same(low, up, rtol=1e-6)
+    high = gk.parse_model(FUNCTION_MODEL.format(v=13, axis=1, reduce=low_text.replace(
+        "<keepdims=1, axes=[1]>", "<keepdims=1>")).replace("c = Clip (r, lo, hi)", "c = Clip (r, lo)"))
+    down = gk.convert_opset(high, 12)  # (the body's shapes come from the call: x is [2, 3, 4])
+    norm = next(f for f in down.lazy_proto.functions if f.name == "Norm")
+    assert [n.op_type for n in norm.node] == ["Transpose", "Softmax", "Transpose"]
+    _same(high, down, rtol=1e-6)
+    lone = gk.parse_model("""<ir_version: 8, opset_import: ["" : 13, "local" : 1]>
+        g (float[2,3,4] x) => (float[2,3,4] y) { y = local.Outer (x) }
+        <domain: "local", opset_import: ["" : 13, "local" : 1]> Outer (v) => (w) { w = local.Norm (v) }
+        <domain: "local", opset_import: ["" : 13]> Norm (v) => (w) { w = Softmax <axis=1> (v) }""")
     with pytest.raises(gk.EditError) as err:
-        gk.convert_opset(gk.parse_model(FUNCTION_MODEL.format(v=13, axis=1, reduce=low_text.replace(
-            "<keepdims=1, axes=[1]>", "<keepdims=1>")).replace("c = Clip (r, lo, hi)", "c = Clip (r, lo)")), 12)
+        gk.convert_opset(lone, 12)  # (Norm is called only from a function: its rank is not known)
     assert "function Norm: #0 (Softmax)" in str(err.value) and "rank of 'v' is unknown" in str(err.value)
 
 
