@@ -53,6 +53,22 @@ def test_compare_table_fits_the_terminal_leaving_out_columns_not_names(
     assert text.startswith("(MSE, ") and text.endswith("left out to fit the terminal; --json has every column)")
 
 
+def test_run_stats_fit_the_terminal_leaving_out_std_and_size(monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from graphkit._run import TensorStats
+    from graphkit.cli.run import render_stats
+
+    name = "/decoder/layers.5/final_layer_norm/LayerNormalization_output_0"
+    monkeypatch.setattr(_render.shutil, "get_terminal_size", lambda: os.terminal_size((80, 24)))
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    render_stats([TensorStats(name, "float32", (1, 128, 512), 262144, -4.123456, 5.654321, 0.0012345, 1.0002)])
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert lines[0].split() == ["name", "dtype", "shape", "min", "max", "mean"]
+    assert "-4.12346" in lines[2] and "5.65432" in lines[2] and name[:10] in lines[2] and name[-10:] in lines[2]
+    assert " ".join(line.strip() for line in lines[3:]).startswith("(std, size left out to fit the terminal")
+
+
 def test_tables_keep_full_names_when_not_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
     name = "x" * 300
     _render.table([(name, "a")])

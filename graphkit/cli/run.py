@@ -130,4 +130,4 @@ def render_stats(stats: list[TensorStats]) -> None:
         header.append("non-finite")
     else:
         rows = [row[:-1] for row in rows]
-    _render.table(rows, header, indent=2)
+    _render.table(rows, header, indent=2, optional=("std", "size", "mean"))
