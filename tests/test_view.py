@@ -7,7 +7,6 @@ import re
 import signal
 import subprocess
 import sys
-import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -103,7 +102,7 @@ def test_view_says_a_body_node_is_shown_through_its_loop(tmp_path: Path, capsys:
     assert "showing 3 of 3 nodes within 1 steps of '/loop/Loop'" in out and out.rstrip().endswith("stopped")
     address = re.search(r"Netron: (http://\S+)", out)
     assert address is not None
-    with pytest.raises(urllib.error.URLError):  # the server was stopped
+    with pytest.raises(OSError):  # the server was stopped (refused, or reset when the listening socket closes)
         urllib.request.urlopen(address.group(1) + "/", timeout=5)
 
 
@@ -173,7 +172,7 @@ def test_a_signal_stops_the_server_and_removes_the_cut(signum: int, tmp_path: Pa
     assert server.returncode == 0, err
     assert out.strip().endswith("stopped")
     assert list(tmp_path.iterdir()) == []  # the folder of the cut is gone
-    with pytest.raises(urllib.error.URLError):
+    with pytest.raises(OSError):
         urllib.request.urlopen(address + "/", timeout=5)
 
 
