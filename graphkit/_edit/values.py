@@ -105,7 +105,13 @@ def _coerce(value: Any, dtype: np.dtype, shape: Sequence[Dim] | None, what: str,
                                      "dtype)")
     else:
         try:
-            array = np.asarray(value, dtype=dtype)
+            with np.errstate(over="raise"):  # (a number beyond the dtype would silently become inf)
+                array = np.asarray(value, dtype=dtype)
+        except (FloatingPointError, OverflowError) as err:
+            limit = np.finfo(dtype).max if dtype.kind in "fc" else np.iinfo(dtype).max if dtype.kind in "iu" else None
+            within = f" (at most {limit:.4g} in magnitude)" if limit is not None else ""
+            raise EditError(f"{what} is {dtype.name}; {value!r} is beyond its range{within}",
+                            hint=f"give values {dtype.name} can hold{within}") from err
         except (TypeError, ValueError) as err:
             raise EditError(f"{what} is {dtype.name}; cannot convert {value!r} to it",
                             hint=f"give {dtype.name} values") from err
