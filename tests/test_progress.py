@@ -76,8 +76,6 @@ def test_reduce_and_convert_auto_mixed_flags(flag: str, tmp_path: Path, capsys: 
     assert ("graphkit convert" in err) is (flag == "--progress")
 
 
-@pytest.mark.xfail(strict=True, reason="handed to look (FINDINGS, tryout): a callable that cannot take (done, total) "
-                                       "passes the check and fails with Python's TypeError mid-run")
 def test_check_refuses_a_function_that_cannot_take_done_and_total() -> None:
     # found by the api fuzz campaign: gk.run_chain(fragments, progress=lambda: None) -> TypeError in report()
     model = gk.load(fixture("whole_model.onnx"))
