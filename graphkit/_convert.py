@@ -33,12 +33,13 @@ import onnx
 from onnx import numpy_helper
 
 from graphkit import _check_args as argcheck
-from graphkit import _ort
+from graphkit import _ort, _progress
 from graphkit._build import dtype_to_onnx
 from graphkit._edit._common import _noop_returns_input, _refuse_function_tensor
 from graphkit._graph import subgraphs, toposort_proto
 from graphkit._io import external_ref
 from graphkit._model import Model, borrowed_path, is_borrowed, is_external, iter_tensors, unborrow
+from graphkit._progress import Progress
 from graphkit._typing import Source, infer_proto, weightless
 from graphkit.errors import (
     EditError,
@@ -166,6 +167,7 @@ def to_float16(
     keep_io_types: bool = False,
     keep_op: Sequence[str] = (),
     keep_node: Sequence[str] = (),
+    progress: Progress | None = None,
 ) -> Model:
     """Return the model with float32 weights and computation in float16.
 
@@ -176,6 +178,7 @@ def to_float16(
         keep_op: Operators that stay float32.
         keep_node: Nodes (by name, in the main graph or a body, or ``#k``: the main graph's node at
             position k) that stay float32.
+        progress: Called as ``progress(done, total)`` as float32 weights are converted.
 
     Returns:
         The converted model. Weights that lie outside the model are written converted into a
@@ -187,7 +190,8 @@ def to_float16(
         UsageError: The model has no float32 data to convert.
         ExternalDataError: An external weight is missing or truncated.
     """
-    return to_float16_with_report(model, keep_io_types=keep_io_types, keep_op=keep_op, keep_node=keep_node).model
+    return to_float16_with_report(model, keep_io_types=keep_io_types, keep_op=keep_op, keep_node=keep_node,
+                                  progress=progress).model
 
 
 def to_float16_with_report(
@@ -197,6 +201,7 @@ def to_float16_with_report(
     keep_io_types: bool = False,
     keep_op: Sequence[str] = (),
     keep_node: Sequence[str] = (),
+    progress: Progress | None = None,
 ) -> Float16Conversion:
     """``to_float16``, also saying which nodes stayed float32 and why, and which weights were clamped.
 
@@ -211,7 +216,9 @@ def to_float16_with_report(
     ops = argcheck.names(keep_op, "keep_op", what="operator")
     nodes = argcheck.names(keep_node, "keep_node", what="node name")
     check_keep_op(model, ops)
-    return _Converter(model, keep_io_types=keep_io_types, keep_op=set(ops), keep_node=nodes).convert()
+    report = _progress.check(progress)
+    return _Converter(model, keep_io_types=keep_io_types, keep_op=set(ops), keep_node=nodes,
+                      progress=report).convert()
 
 
 def check_keep_op(model: Model, ops: Sequence[str]) -> None:
@@ -358,8 +365,10 @@ def _runtime_refuses(op: str, domain: str, version: int, ir_version: int, attrib
 
 class _Converter:
     def __init__(self, model: Model, *, keep_io_types: bool, keep_op: set[str], keep_node: list[str],
-                 keep_main: Mapping[int, str] | None = None, store: WeightStore | None = None) -> None:
+                 keep_main: Mapping[int, str] | None = None, store: WeightStore | None = None,
+                 progress: Progress | None = None) -> None:
         self.source = model
+        self.progress = progress
         self.store = store
         self.keep_main = dict(keep_main or {})
         self.main_converted: list[int] = []
@@ -381,6 +390,7 @@ class _Converter:
         self.converted = 0
         self.casts = 0
         self.weights = 0
+        self.float_weights = 0  # (the progress total: float32 initializers of every graph)
         self.names: set[str] = set()
         self.spill: _Spill | None = None
 
@@ -397,6 +407,7 @@ class _Converter:
                 self.names.update(n for n in (*node.input, *node.output) if n)
             self.names.update(t.name for t in graph.initializer)
             self.names.update(v.name for v in (*graph.input, *graph.output))
+            self.float_weights += sum(1 for t in graph.initializer if t.data_type == FLOAT)
         try:
             fp16_io = not self.keep_io_types
             self._graph(self.proto.graph, "main graph", {}, inputs_fp16=fp16_io, outputs_fp16=fp16_io, main=True)
@@ -841,6 +852,10 @@ class _Converter:
         if tensor.data_type != FLOAT:
             return
         self.weights += 1
+        self._convert_weight(tensor, label, where)
+        _progress.report(self.progress, self.weights, max(self.weights, self.float_weights))
+
+    def _convert_weight(self, tensor: onnx.TensorProto, label: str, where: str) -> None:
         if is_external(tensor):
             if self.store is not None:
                 store = self.store

@@ -74,6 +74,21 @@ def test_reduce_and_convert_auto_mixed_flags(flag: str, tmp_path: Path, capsys: 
     assert main(["convert", whole, str(tmp_path / "half.onnx"), "--float16", "--auto-mixed", flag]) == 0
     err = capsys.readouterr().err
     assert ("graphkit convert" in err) is (flag == "--progress")
+    assert main(["convert", whole, str(tmp_path / "plain.onnx"), "--float16", flag]) == 0
+    err = capsys.readouterr().err
+    assert ("graphkit convert" in err) is (flag == "--progress")
+    if flag == "--progress":
+        assert " weights" in err and re.search(r"\| (\d+)/\1 \[", err), err  # every float32 weight converted
+
+
+def test_to_float16_reports_each_float32_weight() -> None:
+    model = gk.load(fixture("whole_model.onnx"))
+    calls: list[tuple[int, int]] = []
+    plain = gk.to_float16(model)
+    reported = gk.to_float16(model, progress=lambda done, total: calls.append((done, total)))
+    floats = sum(1 for t in model.lazy_proto.graph.initializer if t.data_type == 1)
+    assert calls == [(k, floats) for k in range(1, floats + 1)] and floats > 0
+    assert reported.lazy_proto.SerializeToString() == plain.lazy_proto.SerializeToString()
 
 
 def test_check_refuses_a_function_that_cannot_take_done_and_total() -> None:

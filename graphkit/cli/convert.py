@@ -69,9 +69,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        help=f"relative tolerance of the outputs (default {MIXED_TOLERANCE.rtol:g})")
     mixed.add_argument("--save-recipe", metavar="FILE",
                        help="where to write the kept nodes as a recipe (default: OUT with .recipe.yaml)")
-    mixed.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                       help="show the search's runs on stderr (default: when stderr is a terminal)")
     add_feed_options(p)
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show the weights converted (--float16) or the search's runs (--auto-mixed) on stderr "
+                        "(default: when stderr is a terminal)")
     p.add_argument("--json", action="store_true", help="print what was converted as JSON")
     _common.add_output_options(p)
     p.set_defaults(func=run)
@@ -92,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
     plan = _common.plan(args, model, output=args.output)
     plan.check()
     report = to_float16_with_report(model, keep_io_types=args.keep_io_types, keep_op=args.keep_op,
-                                    keep_node=args.keep_node)
+                                    keep_node=args.keep_node,
+                                    progress=_render.progress("convert", enabled=args.progress, unit="weights"))
+    _render.progress_done()
     saved = _common.write_model(report.model, args.output, args, plan)
     if args.json:
         _render.json_out({"output": str(saved.path), **report.to_dict()})
