@@ -40,7 +40,7 @@ from graphkit._graph import subgraphs, toposort_proto
 from graphkit._io import external_ref
 from graphkit._model import Model, borrowed_path, is_borrowed, is_external, iter_tensors, unborrow
 from graphkit._progress import Progress
-from graphkit._typing import Source, infer_proto, weightless
+from graphkit._typing import Source, function_holder, infer_proto, weightless
 from graphkit.errors import (
     EditError,
     ExternalDataError,
@@ -249,6 +249,19 @@ def convert_float16(model: Model, *, keep_io_types: bool, keep_op: Sequence[str]
 # ------------------------------------------------------------------------------------------- typing
 
 
+def _declared_element_types(root: onnx.GraphProto) -> dict[str, int]:
+    """The element types that ``root`` and its bodies state (inputs, outputs, value_info, initializers)."""
+    types: dict[str, int] = {}
+    for graph in _graphs(root):
+        for info in (*graph.input, *graph.output, *graph.value_info):
+            elem = info.type.tensor_type.elem_type if info.type.HasField("tensor_type") else 0
+            if elem:
+                types[info.name] = elem
+        for tensor in graph.initializer:
+            types[tensor.name] = tensor.data_type
+    return types
+
+
 def element_types(model: Model) -> dict[str, int]:
     """The element type of every tensor whose type is known (main graph and bodies), by name.
 
@@ -258,14 +271,8 @@ def element_types(model: Model) -> dict[str, int]:
     proto = weightless(Source(model))
     with contextlib.suppress(Exception):  # (inference fails on some valid models: keep what is declared)
         proto = infer_proto(proto, data_prop=False)
-    types: dict[str, int] = {}
+    types = _declared_element_types(proto.graph)
     for graph in _graphs(proto.graph):
-        for info in (*graph.input, *graph.output, *graph.value_info):
-            elem = info.type.tensor_type.elem_type if info.type.HasField("tensor_type") else 0
-            if elem:
-                types[info.name] = elem
-        for tensor in graph.initializer:
-            types[tensor.name] = tensor.data_type
         for node in graph.node:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
                 for attr in node.attribute:
@@ -931,25 +938,12 @@ def _function_types(model: onnx.ModelProto, func: onnx.FunctionProto, call: onnx
         if name:
             graph.input.append(onnx.helper.make_tensor_value_info(name, dtype, None) if dtype
                                else onnx.helper.make_value_info(name, onnx.TypeProto()))
-    holder = onnx.ModelProto(ir_version=model.ir_version)
-    imports = {o.domain: o.version for o in model.opset_import}
-    imports.update({o.domain: o.version for o in func.opset_import})
-    holder.opset_import.extend(onnx.helper.make_opsetid(d, v) for d, v in imports.items())
-    holder.functions.extend(model.functions)
-    holder.graph.CopyFrom(graph)
     try:
-        holder = infer_proto(holder, data_prop=False)
+        holder = infer_proto(function_holder(model, func, graph), data_prop=False)
     except Exception as err:  # (onnx raises InferenceError and others from C++)
         log.debug("typing local function %s failed: %s", func.name, err)
         return None
-    types: dict[str, int] = {}
-    for g in _graphs(holder.graph):
-        for info in (*g.input, *g.output, *g.value_info):
-            elem = info.type.tensor_type.elem_type if info.type.HasField("tensor_type") else 0
-            if elem:
-                types[info.name] = elem
-        for tensor in g.initializer:
-            types[tensor.name] = tensor.data_type
+    types = _declared_element_types(holder.graph)
     for g in _graphs(holder.graph):
         for node in g.node:
             if any(o and o not in types for o in node.output):

@@ -25,7 +25,7 @@ from graphkit import _check_args as argcheck
 from graphkit._edit._common import _noop_returns_input
 from graphkit._io import tensor_value
 from graphkit._model import Model
-from graphkit._typing import Source, infer_proto, tensor_types, weightless
+from graphkit._typing import Source, function_holder, infer_proto, tensor_types, weightless
 from graphkit.errors import EditError, NoChangeError
 
 __all__ = ["OpsetConversion", "convert_opset", "convert_opset_with_report"]
@@ -993,12 +993,7 @@ def _body_shapes(source: onnx.ModelProto, func: onnx.FunctionProto, call: onnx.N
         info.name = name
         if given in types:
             info.type.CopyFrom(types[given])
-    holder = onnx.ModelProto(ir_version=source.ir_version)
-    imports = {o.domain: o.version for o in source.opset_import}
-    imports.update({o.domain: o.version for o in func.opset_import})
-    holder.opset_import.extend(onnx.helper.make_opsetid(d, v) for d, v in imports.items())
-    holder.functions.extend(source.functions)
-    holder.graph.CopyFrom(graph)
+    holder = function_holder(source, func, graph)
     try:
         holder = infer_proto(holder, data_prop=True)
     except Exception as err:  # (onnx raises InferenceError and others from C++)

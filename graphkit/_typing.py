@@ -37,7 +37,7 @@ from graphkit._model import Model
 from graphkit.errors import GraphkitError
 
 __all__ = [
-    "DimNamer", "Source", "Typing", "has_dtype", "has_shape", "is_anonymous", "symbolic_types", "tensor_types",
+    "DimNamer", "Source", "Typing", "function_holder", "has_dtype", "has_shape", "is_anonymous", "symbolic_types", "tensor_types",
     "type_dims", "value_info_of", "weightless",
 ]
 
@@ -323,6 +323,19 @@ def _fully_shaped(tp: onnx.TypeProto) -> bool:
         d.HasField("dim_value") or (d.HasField("dim_param") and not d.dim_param.startswith("unk__"))
         for d in tp.tensor_type.shape.dim
     )
+
+
+def function_holder(model: onnx.ModelProto, func: onnx.FunctionProto, graph: onnx.GraphProto) -> onnx.ModelProto:
+    """A model whose graph is ``graph`` (a local function's body, its inputs typed as one call gives
+    them), with the model's and the function's opset imports and the model's functions, so that
+    ``infer_proto`` can type the body as that call runs it."""
+    holder = onnx.ModelProto(ir_version=model.ir_version)
+    imports = {o.domain: o.version for o in model.opset_import}
+    imports.update({o.domain: o.version for o in func.opset_import})
+    holder.opset_import.extend(onnx.helper.make_opsetid(d, v) for d, v in imports.items())
+    holder.functions.extend(model.functions)
+    holder.graph.CopyFrom(graph)
+    return holder
 
 
 def infer_proto(proto: onnx.ModelProto, *, strict: bool = False, data_prop: bool = True) -> onnx.ModelProto:
