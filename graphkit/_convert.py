@@ -339,6 +339,12 @@ def _float16_ports(node: onnx.NodeProto, version: int, types: Mapping[str, int])
     ins = _formal_types(schema, len(node.input), False)
     outs = _formal_types(schema, len(node.output), True)
     allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    for name, var in [*zip(node.input, ins), *zip(node.output, outs)]:
+        # A sequence's or optional's element type is not in ``types``: converting the tensors beside
+        # it would leave the two disagreeing (SequenceInsert of a float16 tensor into a float32 sequence).
+        containers = {t for t in allowed.get(var, ()) if not t.startswith("tensor(")}
+        if name and containers and (len(containers) == len(allowed[var]) or name not in types):
+            return f"{node.op_type} works on a sequence or optional, which stays float32"
     flip: set[str] = set()
     for name, var in [*zip(node.input, ins), *zip(node.output, outs)]:
         if name and types.get(name) == FLOAT and var in allowed and "tensor(float16)" in allowed[var]:

@@ -460,3 +460,32 @@ def test_a_weight_store_converts_each_external_weight_once_across_conversions() 
     del first
     gc.collect()
     assert not folder.exists()
+
+
+@pytest.mark.parametrize("body", [
+    # SequenceEmpty makes a float32 sequence whatever it is given (found on the onnx wheel's sequence models)
+    """e = SequenceEmpty ()
+       s1 = SequenceInsert (e, x)
+       s2 = SequenceInsert (s1, y)
+       c = ConcatFromSequence <axis = 0> (s2)
+       out = Relu (c)""",
+    """s = SequenceConstruct (x, y)
+       t = SequenceAt (s, k)
+       u = Concat <axis = 0> (t, y)
+       out = Relu (u)""",
+    """o = Optional (x)
+       t = OptionalGetElement (o)
+       u = Concat <axis = 0> (t, y)
+       out = Relu (u)""",
+])
+def test_sequences_and_optionals_stay_float32_beside_float16_tensors(body: str) -> None:
+    model = gk.parse_model(f"""
+        <ir_version: 8, opset_import: ["" : 18]>
+        g (float[2, 3] x, float[2, 3] y) => (float[4, 3] out) <int64 k = {{1}}> {{
+            {body}
+        }}""")
+    for keep_io_types in (False, True):
+        report = gk.to_float16_with_report(model, keep_io_types=keep_io_types)
+        onnx.checker.check_model(report.model.lazy_proto, full_check=True)
+        assert any("sequence or optional" in kept.reason for kept in report.kept)
+        assert _relative_error(model, report.model, io_float16=not keep_io_types)["out"] < 2e-3
