@@ -54,6 +54,10 @@ _NEUTRAL: dict[tuple[str, int], dict[str, int]] = {
 #: Operators that before opset 13 coerce their input to 2-D at ``axis`` and from 13 work on that one axis.
 _AXIS_FAMILY = frozenset({"Softmax", "LogSoftmax", "Hardmax"})
 _CONTROL = frozenset({"If", "Loop", "Scan"})
+#: Operators that before opset 7 broadcast ``B`` to ``A`` by their ``broadcast``/``axis`` attributes
+#: (from 7 as numpy does): ONNX's converter asserts on ``axis`` that is not a suffix (the bias
+#: ``Add(broadcast=1, axis=1)`` of a [N, C, L] tensor, as PyTorch exported it then).
+_LEGACY_BROADCAST = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less"})
 _PLACEHOLDER = "graphkit.opset"
 #: Initializers at least this large are passed to ONNX's converter without their data.
 _STRIP_BYTES = 1024
@@ -128,7 +132,14 @@ def _convert(model: Model, version: int) -> OpsetConversion:
         proto.opset_import.add(domain=_PLACEHOLDER, version=1)
     need_converter = any(_changes(n, source, target) for n in proto.graph.node if n.domain != _PLACEHOLDER)
     if need_converter:
+        stated = {v.name for v in proto.graph.value_info}
+        _declare_hidden_outputs(model, proto.graph)
         proto = _run_converter(model, proto, target)
+        # (the converter adds what it inferred at the source version: a Dropout mask's float before
+        # 10 stays declared beside the bool mask of 10; only the model's own declarations stay)
+        kept_infos = [v for v in proto.graph.value_info if v.name in stated]
+        del proto.graph.value_info[:]
+        proto.graph.value_info.extend(kept_infos)
     else:
         _set_version(proto.opset_import, target)
     rewriter.show(proto.graph, positions=not need_converter)
@@ -408,8 +419,12 @@ class _Rewriter:
         if node.domain not in ("", "ai.onnx"):
             return False
         return (node.op_type in AXES_INPUT_SINCE or node.op_type in _OWN or node.op_type in _CONTROL
-                or node.op_type == "Constant" or self.down(node)
+                or node.op_type == "Constant" or self.down(node) or self.legacy(node)
                 or self.compatible(node))
+
+    def legacy(self, node: onnx.NodeProto) -> bool:
+        """Whether ``node`` broadcasts by the rules before opset 7 and is converted to 7 or later."""
+        return self.source < 7 <= self.target and (node.op_type in _LEGACY_BROADCAST or node.op_type == "PRelu")
 
     def down(self, node: onnx.NodeProto) -> bool:
         """Whether graphkit converts ``node`` down itself."""
@@ -531,6 +546,8 @@ class _Rewriter:
             return self._constant_node(node, label)
         if node.op_type in _AXIS_FAMILY:
             return self._axis_family(node)
+        if self.legacy(node):
+            return self._legacy_broadcast(node, added)
         if self.down(node):
             return self._down(node, constants, label)
         if _changes(node, self.source, self.target) and not self.compatible(node):
@@ -866,6 +883,49 @@ class _Rewriter:
         self._set_axis(node, rank - 1)
         self.around[id(node)] = ([before], [after])
 
+    def _legacy_broadcast(self, node: onnx.NodeProto, added: list[onnx.NodeProto]) -> bool:
+        """``node`` broadcasting as numpy does (opset 7): ``B`` given trailing 1-dims where ``axis``
+        placed it before the end of ``A``; PRelu's per-channel slope [C] made [C, 1, ...]."""
+        if node.op_type == "PRelu":
+            x, slope = self._dims(node.input[0]), self._dims(node.input[1])
+            if x is None or slope is None:
+                raise _Unconvertible("the ranks of its inputs are unknown, and before opset 7 a slope of shape [C] "
+                                     "applies per channel (axis 1)", hint="give the graph inputs full shapes first")
+            if len(slope) != 1 or len(x) <= 2 or slope[0] == 1:
+                return False
+            self._unsqueeze(node, 1, list(range(1, len(x) - 1)), added)
+            return True
+        attrs = {a.name: a for a in node.attribute if a.name in ("broadcast", "axis")}
+        for attr in attrs.values():
+            node.attribute.remove(attr)
+        if not attrs.get("broadcast") or not attrs["broadcast"].i or "axis" not in attrs:
+            return bool(attrs)
+        a, b = self._dims(node.input[0]), self._dims(node.input[1])
+        if a is None or b is None:
+            raise _Unconvertible("the ranks of its inputs are unknown, and before opset 7 'axis' places B inside A",
+                                 hint="give the graph inputs full shapes first")
+        axis = attrs["axis"].i + len(a) if attrs["axis"].i < 0 else attrs["axis"].i
+        trailing = len(a) - axis - len(b)
+        if trailing > 0 and not all(d == 1 for d in b):
+            self._unsqueeze(node, 1, list(range(len(b), len(b) + trailing)), added)
+        return True
+
+    def _unsqueeze(self, node: onnx.NodeProto, position: int, axes: list[int], added: list[onnx.NodeProto]) -> None:
+        """Put an Unsqueeze (at the target version) of ``axes`` before ``node``'s input ``position``."""
+        source = node.input[position]
+        base = node.name or node.op_type
+        result = self._fresh(f"{source}/unsqueezed")
+        if self.target >= AXES_INPUT_SINCE["Unsqueeze"]:
+            axes_name = self._input_constant(np.asarray(axes, np.int64), f"{base}/unsqueeze_axes", added)
+            unsqueeze = onnx.helper.make_node("Unsqueeze", [source, axes_name], [result],
+                                              name=self._fresh(f"{base}/Unsqueeze"))
+        else:
+            unsqueeze = onnx.helper.make_node("Unsqueeze", [source], [result], name=self._fresh(f"{base}/Unsqueeze"),
+                                              axes=axes)
+        node.input[position] = result
+        before, after = self.around.get(id(node), ([], []))
+        self.around[id(node)] = ([*before, unsqueeze], after)
+
     def _dims(self, name: str) -> list[int | None] | None:
         """The dims of ``name`` (None for an unknown dim), or None when its rank is unknown or it is a
         local function's (whose types depend on the call)."""
@@ -922,6 +982,20 @@ def _inferred(model: Model) -> onnx.ModelProto:
     except Exception as err:  # (inference fails on some valid models: keep what is declared)
         log.debug("shape inference failed: %s", err)
         return proto
+
+
+def _declare_hidden_outputs(model: Model, graph: onnx.GraphProto) -> set[str]:
+    """Declare in ``graph``'s value_info the types ONNX inference proves for the outputs of the nodes
+    hidden from the version converter, which cannot infer through them (its broadcasting adapters
+    need the shapes of what they read: Add(6) reading a Constant's output). Returns the names declared."""
+    hidden = {o for node in graph.node if node.domain == _PLACEHOLDER for o in node.output if o}
+    declared = {v.name for v in (*graph.input, *graph.output, *graph.value_info)}
+    added = set()
+    for info in _inferred(model).graph.value_info:
+        if info.name in hidden and info.name not in declared and _dims_of(info.type) is not None:
+            graph.value_info.append(info)
+            added.add(info.name)
+    return added
 
 
 def _known_types(model: Model) -> dict[str, int]:

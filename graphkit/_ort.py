@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import sys
 import tempfile
 import weakref
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     import onnxruntime as ort
 
 __all__ = [
-    "OPT_LEVELS", "PROVIDERS", "Settings", "available_providers", "onnxruntime", "provider_name", "refusal", "run_session", "session",
+    "MIN_OPSET", "OPT_LEVELS", "PROVIDERS", "Settings", "available_providers", "onnxruntime", "provider_name", "refusal", "run_session", "session",
     "symbolic_shapes",
 ]
 
@@ -56,6 +57,9 @@ PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "te
              "openvino": "OpenVINOExecutionProvider", "directml": "DmlExecutionProvider",
              "coreml": "CoreMLExecutionProvider", "rocm": "ROCMExecutionProvider"}
 _FULL_BY_LOWER = {v.lower(): v for v in PROVIDERS.values()}
+#: The oldest ai.onnx opset ONNX Runtime has kernels for: an older model loads only if none of its
+#: operators changed since (Relu(6) does, Add(6) with its ``broadcast`` attribute does not).
+MIN_OPSET = 7
 
 
 def session(model: Model, *, provider: str = "cpu", opt_level: str = "all", threads: int = 0,
@@ -256,6 +260,12 @@ def _load_hint(model: Model, python_ops: Sequence[CustomOp]) -> tuple[str, str]:
         return (uses + "register their library (custom_ops=['LIB.so']), or give Python implementations (python_ops=)",
                 uses + "register their library with --custom-ops LIB.so, or give Python implementations with "
                        "--python-ops FILE.py")
+    opset = next((o.version for o in model.lazy_proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is not None and opset < MIN_OPSET:
+        where = shlex.quote(str(model.path)) if model.path is not None else "MODEL.onnx"
+        old = f"the model has ai.onnx opset {opset} and ONNX Runtime runs opset {MIN_OPSET} and later: "
+        return (old + "convert it first (gk.convert_opset(model, 13))",
+                old + f"convert it first ('python -m graphkit convert {where} OUT.onnx --opset 13')")
     return "gk.validate(model) checks the model", "run 'python -m graphkit check' on the model"
 
 

@@ -20,6 +20,13 @@ The deviations fixed (onnx 1.23, ``onnx/reference/ops``):
 - ``Softmax``, ``LogSoftmax``, ``Hardmax`` before opset 13: onnx's kernels use the opset-13
   semantics (default ``axis=-1``, one axis). The spec before 13 coerces the input to 2-D at
   ``axis`` (default 1) and normalises over all dimensions from ``axis`` on.
+- ``Add``, ``Sub``, ``Mul``, ``Div``, ``Pow``, ``And``, ``Or``, ``Xor``, ``Equal``, ``Greater``,
+  ``Less`` before opset 7: onnx's kernels ignore ``broadcast``/``axis`` and broadcast as numpy
+  does, so ``B`` of shape [2] added at ``axis=0`` to ``A`` of shape [2, 3] fails. (ONNX Runtime has
+  no kernel for these versions: this evaluator is what checks an old model's conversion.)
+- ``PRelu`` before opset 7: onnx's kernel broadcasts a slope of shape [C] as numpy does (along the
+  last axis) unless that fails; then it looks for C among the input's dims. The operator applied
+  it per channel (axis 1), as PyTorch's PReLU exported then means.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import numpy as np
 import onnx
 from onnx.reference.op_run import OpRun
 
-__all__ = ["OVERRIDES", "BatchNormalization", "Hardmax", "LRN", "LogSoftmax", "Softmax"]
+__all__ = ["LEGACY_BROADCAST", "OVERRIDES", "BatchNormalization", "Hardmax", "LRN", "LogSoftmax", "PRelu", "Softmax"]
 
 
 def _opset(node: onnx.NodeProto, run_params: dict[str, Any]) -> int:
@@ -181,5 +188,77 @@ class Hardmax(_AxisOp):
         return y
 
 
+class _LegacyBroadcast(_VersionedOp):
+    """A binary operator before opset 7, broadcasting ``B`` to ``A`` as its ``broadcast``/``axis`` say.
+
+    Spec (Add-6 and its siblings): "When broadcasting is specified, the second tensor can either be
+    of element size 1 (including a scalar tensor and any tensor with rank equal to or smaller than
+    the first tensor), or having its shape as a contiguous subset of the first tensor's shape. The
+    starting of the mutually equal shape is specified by the argument "axis", and if it is not set,
+    suffix matching is assumed." A dim of 1 in ``B`` expands, as the exporters of the time (PyTorch)
+    relied on and ONNX's version converter keeps. Nodes of opset >= 7 keep onnx's own kernel.
+    """
+
+    def __new__(cls, onnx_node: onnx.NodeProto, run_params: dict[str, Any], schema: Any = None) -> Any:
+        version = _opset(onnx_node, run_params)
+        if version < 7:
+            return super().__new__(cls)
+        from onnx.reference.ops import load_op
+
+        return load_op(onnx_node.domain, onnx_node.op_type, version)(onnx_node, run_params)
+
+    def __init__(self, onnx_node: onnx.NodeProto, run_params: dict[str, Any], schema: Any = None) -> None:
+        super().__init__(onnx_node, run_params, schema)
+        from onnx.reference.ops import load_op
+
+        # (the kernel of the first version without the attributes: the same computation on aligned inputs)
+        bare = onnx.NodeProto()
+        bare.CopyFrom(onnx_node)
+        for attr in [a for a in bare.attribute if a.name in ("broadcast", "axis")]:
+            bare.attribute.remove(attr)
+        self._kernel = load_op(onnx_node.domain, onnx_node.op_type, 7)(bare, run_params)
+
+    def _run(self, a: np.ndarray, b: np.ndarray, **attrs: Any) -> tuple[np.ndarray]:
+        a, b = np.asarray(a), np.asarray(b)
+        axis = attrs.get("axis")
+        if attrs.get("broadcast") and b.size != 1 and axis is not None:
+            start = _axis(int(axis), a.ndim, self.onnx_node)
+            aligned = a.shape[start:start + b.ndim]
+            if len(aligned) != b.ndim or any(x != y and y != 1 for x, y in zip(aligned, b.shape)):
+                raise ValueError(f"{self.onnx_node.op_type} node {self.onnx_node.name!r}: B's shape {list(b.shape)} "
+                                 f"is not A's {list(a.shape)} from axis {start}")
+            b = b.reshape(b.shape + (1,) * (a.ndim - start - b.ndim))
+        return tuple(self._kernel.run(a, b))
+
+
+class PRelu(_VersionedOp):
+    """PRelu before opset 7: a slope of shape [C] applies per channel (axis 1).
+
+    Spec (PRelu-6): "Slope tensor. If `Slope` is of size 1, the value is shared across different
+    channels": one slope per channel otherwise, the channels being axis 1 of an N x C x ... input.
+    Nodes of opset >= 7 (unidirectional numpy broadcasting) keep onnx's own kernel.
+    """
+
+    def __new__(cls, onnx_node: onnx.NodeProto, run_params: dict[str, Any], schema: Any = None) -> Any:
+        version = _opset(onnx_node, run_params)
+        if version < 7:
+            return super().__new__(cls)
+        from onnx.reference.ops import load_op
+
+        return load_op(onnx_node.domain, onnx_node.op_type, version)(onnx_node, run_params)
+
+    def _run(self, x: np.ndarray, slope: np.ndarray, **attrs: Any) -> tuple[np.ndarray]:
+        slope = np.asarray(slope, dtype=x.dtype)
+        if slope.ndim == 1 and slope.size != 1 and x.ndim > 2:
+            slope = slope.reshape((-1,) + (1,) * (x.ndim - 2))
+        return (np.where(x > 0, x, x * slope).astype(x.dtype),)
+
+
+#: Before opset 7, the binary operators that broadcast by attribute.
+LEGACY_BROADCAST: tuple[type[OpRun], ...] = tuple(
+    type(op, (_LegacyBroadcast,), {"__doc__": f"{op} before opset 7 (see ``_LegacyBroadcast``)."})
+    for op in ("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less"))
+
 #: The kernels graphkit hands to ``ReferenceEvaluator(..., new_ops=OVERRIDES)``.
-OVERRIDES: tuple[type[OpRun], ...] = (BatchNormalization, LRN, Softmax, LogSoftmax, Hardmax)
+OVERRIDES: tuple[type[OpRun], ...] = (BatchNormalization, LRN, Softmax, LogSoftmax, Hardmax, PRelu,
+                                       *LEGACY_BROADCAST)

@@ -430,3 +430,72 @@ def test_backend_models_convert_to_every_era_with_their_values_or_name_the_node(
                 np.testing.assert_array_equal(got[name], value, err_msg=f"opset {target}")
         converted += 1
     assert converted or source in (7, 9, 11, 13, 18, 21)
+
+
+# Before opset 7, binary operators broadcast B to A by attribute ("axis" places B inside A) and PRelu
+# applies a slope [C] per channel; ONNX's converter asserts on a non-suffix axis (the bias Add of an
+# N x C x L tensor as PyTorch exported it then) and writes PRelu's slope unchanged.
+LEGACY = {
+    "bias_axis_1": ("(float[2,3,4] a, float[3] b) => (float[2,3,4] c) { c = Add <broadcast=1, axis=1> (a, b) }",
+                    lambda a, b: a + b.reshape(3, 1)),
+    "axis_0": ("(float[2,3] a, float[2] b) => (float[2,3] c) { c = Mul <broadcast=1, axis=0> (a, b) }",
+               lambda a, b: a * b.reshape(2, 1)),
+    "size1_dims": ("(float[2,3] a, float[2,1] b) => (float[2,3] c) { c = Sub <broadcast=1, axis=0> (a, b) }",
+                   lambda a, b: a - b),
+    "suffix": ("(float[2,3] a, float[3] b) => (float[2,3] c) { c = Div <broadcast=1> (a, b) }",
+               lambda a, b: a / b),
+    "prelu_per_channel": ("(float[2,3,3] a, float[3] b) => (float[2,3,3] c) { c = PRelu (a, b) }",
+                          lambda a, b: np.where(a > 0, a, a * b.reshape(3, 1))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LEGACY))
+@pytest.mark.parametrize("target", [7, 11, 13])
+def test_legacy_broadcast_converts_up_with_the_old_meaning(case: str, target: int) -> None:
+    text, meaning = LEGACY[case]
+    model = gk.parse_model(f'<ir_version: 3, opset_import: ["" : 6]> g {text}')
+    converted = gk.convert_opset(model, target)
+    onnx.checker.check_model(converted.lazy_proto, full_check=True)
+    rng = np.random.default_rng(0)
+    feeds = {i.name: rng.uniform(0.5, 2.0, [d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+             * rng.choice([-1, 1], [d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+             for i in model.lazy_proto.graph.input}
+    np.testing.assert_allclose(gk.run(converted, feeds)["c"], meaning(feeds["a"], feeds["b"]), rtol=1e-6)
+
+
+def test_a_constant_read_by_an_old_broadcast_keeps_its_shape_for_the_converter(tmp_path: Path) -> None:
+    # graphkit converts the Constant itself, so ONNX's converter (whose Add 6->7 adapter needs the
+    # shapes of what Add reads) got a graph without it: "Shape of input 1 is not available"
+    model = gk.parse_model("""<ir_version: 3, opset_import: ["" : 6]>
+        g (double[2,3] x) => (double[2,3] y) {
+            k = Constant <value = double[1] {1.5}> ()
+            s = Sigmoid (x)
+            y = Add <broadcast = 1> (s, k)
+        }""")
+    converted = gk.convert_opset(model, 13)
+    x = np.linspace(-1, 1, 6).reshape(2, 3)
+    np.testing.assert_allclose(gk.run(converted, {"x": x})["y"], 1 / (1 + np.exp(-x)) + 1.5)
+    assert not any(v.name == "k" for v in converted.lazy_proto.graph.value_info)  # (declared only for the converter)
+
+
+def test_cli_converts_a_model_onnx_runtime_cannot_run_checking_it_on_the_reference_evaluator(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "old.onnx"
+    gk.save(gk.parse_model(f'<ir_version: 3, opset_import: ["" : 6]> g {LEGACY["bias_axis_1"][0]}'), source)
+    assert main(["run", str(source)]) == 2
+    err = capsys.readouterr().err
+    assert "opset 6" in err and f"convert {source} OUT.onnx --opset 13" in err  # (the hint says what runs it)
+    out = tmp_path / "new.onnx"
+    assert main(["convert", str(source), str(out), "--opset", "13"]) == 0
+    captured = capsys.readouterr()
+    assert "ReferenceEvaluator" in captured.err and "max abs difference 0" in captured.out
+    assert main(["run", str(out)]) == 0
+
+
+def test_cli_convert_checks_string_outputs_by_equality(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "strings.onnx"
+    gk.save(gk.parse_model("""<ir_version: 7, opset_import: ["" : 10]>
+        g (string[2] x) => (string[2] y) { y = StringNormalizer <case_change_action = "NONE"> (x) }"""), source)
+    assert main(["convert", str(source), str(tmp_path / "out.onnx"), "--opset", "13",
+                 "--value", 'x=["a", "b"]']) == 0, capsys.readouterr().err
+

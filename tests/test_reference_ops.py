@@ -260,3 +260,28 @@ def test_compare_reference_backend_uses_the_corrected_kernels() -> None:
     assert result.passed and [t.name for t in result.tensors] == ["bn", "lrn", "y"]
     assert "graphkit._reference_ops" in result.reference
     assert all(t.max_rel < 1e-5 for t in result.tensors)
+
+
+# --------------------------------------------------------------------------------- before opset 7
+
+
+@pytest.mark.parametrize(("op", "a_shape", "b_shape", "axis", "meaning"), [
+    ("Add", [2, 3, 4], [3], 1, lambda a, b: a + b.reshape(3, 1)),
+    ("Mul", [2, 3], [2], 0, lambda a, b: a * b.reshape(2, 1)),
+    ("Sub", [2, 3], [2, 1], 0, lambda a, b: a - b),  # (a dim of 1 expands, as exporters relied on)
+    ("Div", [3, 3], [3], 0, lambda a, b: a / b.reshape(3, 1)),  # numpy would divide along the last axis
+])
+def test_binary_ops_before_opset_7_broadcast_b_at_axis(op: str, a_shape: list[int], b_shape: list[int], axis: int,
+                                                       meaning: object) -> None:
+    a, b = RNG.uniform(1, 2, a_shape).astype(np.float32), RNG.uniform(1, 2, b_shape).astype(np.float32)
+    model = _model(op, 6, {"a": a}, consts={"b": b}, broadcast=1, axis=axis)
+    np.testing.assert_allclose(_fixed(model, {"a": a})[0], meaning(a, b), rtol=1e-6)  # type: ignore[operator]
+
+
+def test_prelu_before_opset_7_applies_the_slope_per_channel() -> None:
+    x = RNG.standard_normal([2, 3, 3]).astype(np.float32)
+    slope = np.array([0.1, 0.2, 0.3], np.float32)
+    model = _model("PRelu", 6, {"x": x}, consts={"slope": slope})
+    want = np.where(x > 0, x, x * slope.reshape(3, 1))
+    np.testing.assert_allclose(_fixed(model, {"x": x})[0], want, rtol=1e-6)
+    assert not np.allclose(_raw(model, {"x": x})[0], want)  # (onnx's kernel: along the last axis)

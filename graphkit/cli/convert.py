@@ -33,11 +33,13 @@ from typing import Any
 import numpy as np
 import onnx
 
+from graphkit._backends import execute
 from graphkit._convert import Float16Conversion, to_float16_with_report
 from graphkit._mixed import MIXED_TOLERANCE, MixedPrecision, auto_mixed_precision
 from graphkit._model import Model
 from graphkit._opset import convert_opset_with_report
 from graphkit._options import FeedOptions
+from graphkit._ort import MIN_OPSET
 from graphkit._recipe import Step, dump_recipe
 from graphkit._run import input_specs, make_feeds
 from graphkit._run import run as run_model
@@ -193,7 +195,7 @@ def _run_opset(args: argparse.Namespace) -> int:
     show_notes(parsed)
     report = convert_opset_with_report(model, args.opset)
     check_or_raise(report.model, what=f"the model for {args.output}")
-    worst = _same_outputs(model, report.model, parsed.feeds, parsed.options())
+    worst = _same_outputs(model, report.model, report.target, parsed.feeds, parsed.options())
     saved = _common.write_model(report.model, args.output, args, plan, validated=True)
     if args.json:
         _render.json_out({"output": str(saved.path), "max_abs_error": worst, **report.to_dict()})
@@ -207,22 +209,53 @@ def _run_opset(args: argparse.Namespace) -> int:
     return 0
 
 
-def _same_outputs(model: Model, converted: Model, feeds: dict[str, Any], options: FeedOptions) -> float:
-    """Run both on the same seeded inputs; refuse a conversion that changes an output."""
+def _same_outputs(model: Model, converted: Model, target: int, feeds: dict[str, Any], options: FeedOptions) -> float:
+    """Run both on the same seeded inputs; refuse a conversion that changes an output.
+
+    A side whose ai.onnx opset is older than ONNX Runtime's oldest runs on onnx's ReferenceEvaluator
+    (converting such a model up is how it comes to run in ONNX Runtime at all)."""
     inputs = make_feeds(model, feeds, feed_options=options)
-    want = run_model(model, inputs)
-    got = run_model(converted, inputs)
+    want = _outputs_of(model, inputs, "the input model")
+    got = _outputs_of(converted, inputs, f"the model converted to opset {target}")
     worst = 0.0
     for name, value in want.items():
-        other = np.asarray(got[name])
-        if other.shape != value.shape or not np.allclose(other, value, atol=1e-5, rtol=1e-4, equal_nan=True):
-            diff = float(np.max(np.abs(other.astype(np.float64) - value))) if other.shape == value.shape else math.inf
-            raise RuntimeFailure(f"the model converted to opset {converted.lazy_proto.opset_import[0].version} "
-                                 f"computes output {name!r} differently (max abs difference {diff:.3g}); nothing written",
+        other = got[name]
+        difference = _difference(value, other)
+        if difference is not None:
+            raise RuntimeFailure(f"the model converted to opset {target} computes output {name!r} differently "
+                                 f"({difference}); nothing written",
                                  hint="run 'python -m graphkit compare' on the two models to find the node")
-        if value.dtype.kind in "fc":
-            worst = max(worst, float(np.max(np.abs(other.astype(np.float64) - value), initial=0.0)))
+        if isinstance(value, np.ndarray) and value.dtype.kind in "fc":
+            worst = max(worst, float(np.max(np.abs(np.asarray(other).astype(np.float64) - value), initial=0.0)))
     return worst
+
+
+def _outputs_of(model: Model, inputs: dict[str, Any], what: str) -> dict[str, Any]:
+    opset = next((o.version for o in model.lazy_proto.opset_import if o.domain in ("", "ai.onnx")), MIN_OPSET)
+    if opset >= MIN_OPSET:
+        return run_model(model, inputs)
+    outputs = [o.name for o in model.lazy_proto.graph.output]
+    values = execute(model, inputs, outputs, "reference", f"{what} (ai.onnx opset {opset}) on onnx's ReferenceEvaluator")
+    _render.note(f"{what} has ai.onnx opset {opset}, older than ONNX Runtime runs ({MIN_OPSET}): "
+                 "it ran on onnx's ReferenceEvaluator")
+    return values
+
+
+def _difference(want: Any, got: Any) -> str | None:
+    """How ``got`` differs from ``want`` beyond the conversion's tolerance (None: it does not)."""
+    if isinstance(want, (list, tuple)) or isinstance(got, (list, tuple)):  # (a sequence output)
+        if not isinstance(want, (list, tuple)) or not isinstance(got, (list, tuple)) or len(want) != len(got):
+            return "a sequence of another length"
+        return next((f"element {k}: {d}" for k, (a, b) in enumerate(zip(want, got))
+                     if (d := _difference(a, b)) is not None), None)
+    want, got = np.asarray(want), np.asarray(got)
+    if got.shape != want.shape:
+        return f"shape {list(got.shape)} instead of {list(want.shape)}"
+    if want.dtype.kind not in "fcbiu" or got.dtype.kind not in "fcbiu":  # (strings, objects)
+        return None if np.array_equal(want, got) else "other values"
+    if np.allclose(got, want, atol=1e-5, rtol=1e-4, equal_nan=True):
+        return None
+    return f"max abs difference {float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))):.3g}"
 
 
 #: Nodes (and clamped weights) listed before "… N more (--json lists them)".
