@@ -535,7 +535,8 @@ class _Rewriter:
         if node.op_type in AXES_INPUT_SINCE:
             return self._axes(node, AXES_INPUT_SINCE[node.op_type], constants, label, added)
         if node.op_type == "Split":
-            return self._attr_input(node, 13, "split", 1, np.int64, constants, label, added)
+            moved = self._attr_input(node, 13, "split", 1, np.int64, constants, label, added)
+            return self._split_count(node, added) or moved
         if node.op_type == "Clip":
             return self._clip(node, constants, label, added)
         if node.op_type == "Pad":
@@ -664,6 +665,37 @@ class _Rewriter:
                     node.attribute.remove(extra)
             return True
         return False
+
+    def _split_count(self, node: onnx.NodeProto, added: list[onnx.NodeProto]) -> bool:
+        """Split without sizes across 18, where ``num_outputs`` became required (the last chunk may
+        then be smaller); before 18 the axis splits evenly."""
+        direction = _crosses(18, self.source, self.target)
+        sized = (len(node.input) > 1 and bool(node.input[1])) or any(a.name == "split" for a in node.attribute)
+        count = next((a for a in node.attribute if a.name == "num_outputs"), None)
+        if direction > 0 and not sized and count is None:
+            node.attribute.append(onnx.helper.make_attribute("num_outputs", len(node.output)))
+            return True
+        if direction >= 0 or count is None:
+            return False
+        node.attribute.remove(count)
+        if sized:
+            return True
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        dims = self._dims(node.input[0])
+        size = dims[axis] if dims is not None and -len(dims) <= axis < len(dims) else None
+        if size is None:
+            raise _Unconvertible(f"it splits an axis of unknown size into num_outputs={count.i} chunks (the last may "
+                                 "be smaller), and before opset 18 Split needs the sizes or an even split",
+                                 hint="give the graph inputs full shapes first")
+        chunk = -(-size // count.i)
+        if size % count.i:
+            sizes = [chunk] * (count.i - 1) + [size - chunk * (count.i - 1)]
+            if self.target >= 13:
+                node.input.append(self._input_constant(np.asarray(sizes, np.int64),
+                                                       f"{node.name or node.op_type}/split", added))
+            else:
+                node.attribute.append(onnx.helper.make_attribute("split", sizes))
+        return True
 
     def _clip(self, node: onnx.NodeProto, constants: dict[str, Callable[[], np.ndarray]], label: str,
               added: list[onnx.NodeProto]) -> bool:
