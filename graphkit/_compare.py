@@ -85,6 +85,8 @@ _MIN_FRAGMENT_BYTES = 2**20  # the smallest budget a model's size sets (fragment
 _FIRST_NAMES = 5  # unmatched names listed in a report (the counts are complete)
 
 Progress = Callable[[int, int], None]
+#: A fragment seen after it ran: (its nodes, its feeds, its exposed values).
+Visit = Callable[[list[int], Mapping[str, Any], Mapping[str, Any]], None]
 
 
 # ------------------------------------------------------------------------------------------ results
@@ -936,8 +938,12 @@ class _Walker:
 
     def __init__(self, graph: _Graph, backend: str, feeds: Mapping[str, np.ndarray], wanted: set[str],
                  *, budget: int, label: str, progress: Progress | None = None, config: Settings | None = None,
-                 notes: list[str] | None = None, first_step: int = 1, fusions: bool = False) -> None:
+                 notes: list[str] | None = None, first_step: int = 1, fusions: bool = False,
+                 visit: Visit | None = None) -> None:
         self.graph = graph
+        # (``visit`` sees each fragment's nodes, feeds and values after it ran: the mixed-precision
+        # search measures the fragment's nodes in float16 there, on values the walk holds anyway)
+        self.visit = visit
         self.first_step = max(first_step, 1)  # (1: learn the bytes per node before growing)
         self.backend = backend
         self.config = config
@@ -1020,6 +1026,8 @@ class _Walker:
             values = _execute(_fragment_model(self.graph, chunk, feeds, exposed), feeds, exposed, self.backend, what,
                               self.config, self.notes)
             self.runs += 1
+            if self.visit is not None:
+                self.visit(chunk, feeds, values)
             live.update({o: values[o] for o in keep})
             for name in [n for n in live if last_use.get(n, -1) < end]:
                 del live[name]

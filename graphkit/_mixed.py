@@ -1,27 +1,29 @@
 """Mixed precision chosen by measurement: the fewest float32 nodes that keep the outputs within tolerance.
 
-The search never runs the model once per node, and never converts the weights more than once:
+The search never runs the model once per node, never converts the weights more than once, and never
+holds the model: every run goes fragment by fragment as compare walks a model (``_Walker``: each
+fragment's session holds its weights only, a value is dropped after its last reader).
 
-1. The float32 model runs once, and its float16 conversion once. If the outputs stay within tolerance,
-   nothing more is done; if they leave it even with every node float32 (float16 inputs that already
-   lose too much), the search stops there (that run is saved when every node float32 is exactly the
-   float32 model).
-2. Every converted node's *local* error, in a few runs: the float32 model is captured fragment by
-   fragment as compare captures a side (a value is held until its last reader is measured), and
-   each fragment's nodes run again, converted to float16 and each on the float32 values of its own
-   inputs (decoupled models cut to compare's fragment budget, so an error is the node's own and not
-   inherited from upstream).
-3. The nodes that overflow float16 on their own (NaN/Inf where float32 has none) stay float32. If the
-   outputs still leave tolerance, the other nodes are ranked by their relative local error; a
-   galloping search from the nodes that stand out (1, 2, 4… when none do) and a bisection find the
-   shortest prefix of the ranking that brings the outputs back, and a last pass tries each node of
-   that prefix away, least error first, keeping those the outputs need (within 2·log2(nodes) runs;
-   the nodes it has no run left for stay, marked so).
+1. One walk over the float32 model gives its outputs (the reference) and every converted node's
+   *local* error: after each fragment runs, its nodes run again, converted to float16 and each on the
+   float32 values of its own inputs (decoupled models cut to the fragment budget, so an error is the
+   node's own and not inherited from upstream). Two passes of work: every node in float32 and again
+   in float16.
+2. The float16 model: if its outputs are within tolerance, nothing is kept. Keeping a node float32
+   can also make the outputs worse (a Cast where ONNX Runtime would have kept float32 values), so no
+   guess replaces this run.
+3. The nodes that overflow float16 on their own (NaN/Inf where float32 has none) and the few whose
+   own relative error stands out are kept; if the outputs still leave tolerance (and keeping every
+   node float32 does not: else the search stops, ``passed`` False), a galloping search along the
+   ranking by own error and a bisection find the shortest prefix that brings them back. A last pass
+   tries each kept node away, least error first, keeping those the outputs need (within
+   2·log2(nodes) trials; the nodes it has no trial left for stay, marked so).
 
 Every trial converts the graph again but reads each weight's float16 (or float32) copy from one scratch
-store written on first use (``graphkit._convert.WeightStore``), so a trial costs a session load and a
-run, not a conversion of the weights. Runs are counted honestly: each ONNX Runtime run, of the whole
-model or of a fragment, is one run.
+store written on first use (``graphkit._convert.WeightStore``), so a trial costs its sessions and runs,
+not a conversion of the weights. The work is counted in passes (nodes computed over the model's nodes:
+one pass is one inference of the whole model, the unit of a tool that runs the model per trial) and in
+ONNX Runtime session runs.
 """
 
 from __future__ import annotations
@@ -109,12 +111,17 @@ class MixedPrecision:
         passed: Whether its outputs are within tolerance of the float32 model's.
         output_errors: Each output's max abs error against the float32 model.
         tolerance: The tolerance applied to the outputs.
-        runs: Every ONNX Runtime run the search made: ``trial_runs`` + ``fragment_runs``.
-        trial_runs: Runs of the whole model (the float32 reference and each converted candidate).
-        fragment_runs: Runs of fragments: the float32 model captured piece by piece and each piece's
-            nodes re-run in float16 on their float32 inputs, to measure every node's local error.
-        measured: How many nodes' local errors were measured (in ``fragment_runs`` runs).
+        runs: Every ONNX Runtime session run the search made: ``trial_runs`` + ``fragment_runs``.
+        trial_runs: Session runs of the trials (each converted candidate, run fragment by fragment).
+        fragment_runs: Session runs of the first walk: the float32 model run fragment by fragment (the
+            reference outputs) and each fragment's nodes re-run in float16 on their float32 inputs
+            (every node's local error).
+        measured: How many nodes' local errors were measured.
         candidates: How many main-graph nodes could have stayed float32.
+        passes: The work of all those runs in whole-model inferences (nodes computed over the model's
+            nodes): the unit of one run of the whole model, the first walk counting 2 (every node in
+            float32 and again in float16).
+        trials: How many candidate sets of float32 nodes were run.
     """
 
     model: Model = field(repr=False)
@@ -128,6 +135,8 @@ class MixedPrecision:
     fragment_runs: int
     measured: int
     candidates: int
+    passes: float = 0.0
+    trials: int = 0
 
     def keep_node(self) -> list[str]:
         """The names of the kept nodes, as ``to_float16(keep_node=...)`` takes them."""
@@ -138,7 +147,8 @@ class MixedPrecision:
         return {"passed": self.passed, "kept": [k.to_dict() for k in self.kept],
                 "output_errors": {k: _json(v) for k, v in self.output_errors.items()},
                 "tolerance": self.tolerance.to_dict(), "runs": self.runs, "trial_runs": self.trial_runs,
-                "fragment_runs": self.fragment_runs, "measured": self.measured, "candidates": self.candidates,
+                "fragment_runs": self.fragment_runs, "passes": self.passes, "trials": self.trials,
+                "measured": self.measured, "candidates": self.candidates,
                 "conversion": self.conversion.to_dict()}
 
 
@@ -227,69 +237,84 @@ class _Search:
         self.feeds = make_feeds(model, feeds, feed_options=feed_options)
         self.trial_runs = 0
         self.fragment_runs = 0
+        self.work = 0.0  # nodes computed, over all runs (passes: work / nodes of the model)
         self.nodes = model.lazy_proto.graph.node
         self.index = GraphIndex(model.lazy_proto.graph)
         self.types = element_types(model)
         self.store = WeightStore()
         self.trials: dict[frozenset[int], _Trial] = {}
         self.local: dict[int, _Local] = {}
+        self.reference: dict[str, Any] = {}
         self.expected = 3
+        self.candidates: list[int] = []
         self.taken = set(self.index.all_tensor_names)
 
     # ------------------------------------------------------------------ the search
 
     def run(self) -> MixedPrecision:
-        self.reference = run(self.model, self.feeds)
-        self._ran(trial=True)
         full = self._convert({})
         candidates = [k for k in self.index.order if k in set(full.main_converted)]
+        self.candidates = candidates
         self.expected = 3 + 2 * max(1, math.ceil(math.log2(len(candidates) + 1)))
+        self._capture(candidates)
+        overflow = [k for k in candidates if k in self.local and self.local[k].overflow]
+        rank = {k: r for r, k in enumerate(candidates)}
+        ranking = sorted((k for k in candidates if k not in set(overflow)), key=lambda k: (-self._relative(k), rank[k]))
+        # (the float16 model first: keeping a node float32 can also make the outputs worse, a Cast
+        # where ONNX Runtime would have kept float32 values, so no guess replaces this run)
         if self._trial(set()).passed:
             return self._result(set(), {}, candidates)
-        if not self._all_float32_is_the_model() and not self._trial(set(candidates)).passed:
+        base = set(overflow)
+        first = self._gap(ranking)
+        if (base or first) and self._trial(base | set(ranking[:first])).passed:
+            chosen = base | set(ranking[:first])
+        elif not self._all_float32_passes(candidates):
             log.info("the outputs leave tolerance even with every node float32")
             return self._result(set(), {}, candidates, passed=False)
-        self._measure(candidates)
-        kept = {k: MixedNode(self._label(k), self.nodes[k].op_type, _OVERFLOW, *self._figures(k))
-                for k in candidates if k in self.local and self.local[k].overflow}
-        if not self._trial(set(kept)).passed:
-            self._search(candidates, kept)
+        else:
+            chosen = base | set(ranking[:self._shortest_prefix(base, ranking, first)])
+        kept = self._minimize(chosen, set(overflow), rank)
         return self._result(set(kept), kept, candidates)
 
-    def _search(self, candidates: list[int], kept: dict[int, MixedNode]) -> None:
-        """Add to ``kept`` the fewest ranked nodes that bring the outputs within tolerance."""
-        rank = {k: r for r, k in enumerate(candidates)}
-        ranking = sorted((k for k in candidates if k not in kept),
-                         key=lambda k: (-self._relative(k), rank[k]))
-        base = set(kept)
-        n = self._shortest_prefix(base, ranking, self._gap(ranking))
-        # (the prefix may hold nodes the outputs do not need: each is tried away, least error first,
-        # within a budget of runs; a node whose removal leaves tolerance is needed)
-        chosen = ranking[:n]
+    def _all_float32_passes(self, candidates: list[int]) -> bool:
+        """Whether keeping every candidate float32 passes: without a run when that is exactly the float32
+        model."""
+        return self._all_float32_is_the_model() or self._trial(set(candidates)).passed
+
+    def _minimize(self, chosen: set[int], overflow: set[int], rank: Mapping[int, int]) -> dict[int, MixedNode]:
+        """Try each node of ``chosen`` away, least own error first (the overflowing ones last), keeping
+        those the outputs need; within a budget of runs (the nodes not tried stay, marked so)."""
         needed: dict[int, _Trial] = {}
-        budget = self.trial_runs + 2 * max(1, math.ceil(math.log2(len(candidates) + 1)))
-        for k in reversed(ranking[:n]):
-            without = base | (set(chosen) - {k})
-            if frozenset(without) not in self.trials and self.trial_runs >= budget:
+        budget = len(self.trials) + 2 * max(1, math.ceil(math.log2(len(rank) + 1)))
+        for k in sorted(chosen, key=lambda k: (k in overflow, self._relative(k), -rank[k])):
+            without = chosen - {k}
+            if frozenset(without) not in self.trials and len(self.trials) >= budget:
                 continue  # (not tried: it stays)
             trial = self._trial(without)
             if trial.passed:
-                chosen.remove(k)
+                chosen = without
             else:
                 needed[k] = trial
+        kept: dict[int, MixedNode] = {}
         for k in chosen:
-            reason, failing = (_NEEDED, needed[k]) if k in needed else (_UNTESTED, None)
-            kept[k] = MixedNode(self._label(k), self.nodes[k].op_type, reason, *self._figures(k, failing))
+            if k in needed:
+                reason = _NEEDED
+            else:
+                reason = _OVERFLOW if k in overflow else _UNTESTED
+            kept[k] = MixedNode(self._label(k), self.nodes[k].op_type, reason, *self._figures(k, needed.get(k)))
+        return kept
 
     def _relative(self, k: int) -> float:
         local = self.local.get(k)
-        return 0.0 if local is None else local.relative
+        if local is None:
+            return 0.0
+        return math.inf if local.overflow else local.relative
 
     def _gap(self, ranking: list[int]) -> int:
-        """The size of the first prefix tried: the few nodes that stand out, when some do (a drop of the
-        own errors by 4x or more, a drop to zero included, within the first sqrt(nodes) of the
-        ranking); else 1. A culprit among exact nodes is then found in one run, not log2(nodes)."""
-        best, where = 4.0, 1
+        """How many nodes the first trial keeps float32: the few that stand out, when some do (a drop of
+        the own errors by 4x or more, a drop to zero included, within the first sqrt(nodes) of the
+        ranking); else none (the first trial is the float16 model)."""
+        best, where = 4.0, 0
         for i in range(min(len(ranking) - 1, math.isqrt(len(ranking)) + 1)):
             high, low = self._relative(ranking[i]), self._relative(ranking[i + 1])
             if high <= 0:
@@ -299,18 +324,18 @@ class _Search:
                 best, where = ratio, i + 1
         return where
 
-    def _shortest_prefix(self, base: set[int], ranking: list[int], first: int) -> int:
-        """The smallest n >= 1 such that keeping ``base`` and ``ranking[:n]`` float32 passes (keeping all
-        of ``ranking`` passes; keeping only ``base`` fails): a galloping search from ``first`` (first,
-        2·first, 4·first… nodes), then a bisection between the last prefix that failed and the first
-        that passed."""
-        lo, hi, size = 0, len(ranking), max(1, first)
+    def _shortest_prefix(self, base: set[int], ranking: list[int], failed: int) -> int:
+        """The smallest n > ``failed`` such that keeping ``base`` and ``ranking[:n]`` float32 passes
+        (keeping all of ``ranking`` passes; keeping ``ranking[:failed]`` fails): a galloping search
+        (2·failed, 4·failed… nodes), then a bisection between the last prefix that failed and the
+        first that passed."""
+        lo, hi, size = failed, len(ranking), max(1, 2 * failed)
         while size < hi:
             if self._trial(base | set(ranking[:size])).passed:
                 hi = size
                 break
             lo, size = size, size * 2
-        while hi - lo > 1 and lo > 0:
+        while hi - lo > 1:
             mid = (lo + hi) // 2
             if self._trial(base | set(ranking[:mid])).passed:
                 hi = mid
@@ -326,27 +351,25 @@ class _Search:
         ordered = tuple(kept[k] for k in candidates if k in kept_set)
         return MixedPrecision(conversion.model, conversion, ordered, trial.passed if passed is None else passed,
                               trial.errors, self.tolerance, self.trial_runs + self.fragment_runs, self.trial_runs,
-                              self.fragment_runs, len(self.local), len(candidates))
+                              self.fragment_runs, len(self.local), len(candidates),
+                              round(self.work / max(1, len(self.nodes)), 2), len(self.trials))
 
-    # ------------------------------------------------------------------ whole-model trials
+    # ------------------------------------------------------------------ trials
 
     def _convert(self, keep_main: Mapping[int, str]) -> Float16Conversion:
         return convert_float16(self.model, keep_io_types=self.keep_io_types, keep_op=self.keep_op,
                                keep_node=self.keep_node, keep_main=keep_main, types=self.types, store=self.store)
 
     def _trial(self, keep: set[int]) -> _Trial:
-        """Run the conversion with ``keep`` float32 (once per set): each output's max abs error, and
-        whether all are within tolerance."""
+        """Run the conversion with ``keep`` float32 (once per set), fragment by fragment: each output's
+        max abs error, and whether all are within tolerance."""
         key = frozenset(keep)
         if key in self.trials:
             return self.trials[key]
-        model = self._convert(dict.fromkeys(keep, "auto-mixed: searching")).model
-        feeds = {}
-        for spec in input_specs(model):
-            value = self.feeds[spec.name]
-            feeds[spec.name] = value.astype(spec.dtype) if value.dtype != spec.dtype else value
-        got = run(model, feeds, outputs=list(self.reference))
-        self._ran(trial=True)
+        if key == frozenset(self.candidates) and self._all_float32_is_the_model():
+            got: dict[str, Any] = dict(self.reference)
+        else:
+            got = self._walk(self._convert(dict.fromkeys(keep, "auto-mixed: searching")))
         errors: dict[str, float] = {}
         passed = True
         for name, want in self.reference.items():
@@ -359,43 +382,75 @@ class _Search:
         self.trials[key] = _Trial(errors, passed)
         return self.trials[key]
 
-    # ------------------------------------------------------------------ local errors
+    def _walk(self, conversion: Float16Conversion) -> dict[str, Any]:
+        """The outputs of a converted model, run fragment by fragment as compare walks a model: each
+        fragment's session holds its weights only (read from the one store), and a value is dropped
+        after its last reader. A model within the fragment budget runs in one session, as the user's
+        will; in a larger one a float16 value that passes between fragments is rounded to float16 there,
+        as the model declares it (inside one session ONNX Runtime's CPU provider computes most float16
+        nodes in float32 between Casts it removes, so a walk's outputs may differ from one session's)."""
+        model = conversion.model
+        feeds = {}
+        for spec in input_specs(model):
+            value = self.feeds[spec.name]
+            feeds[spec.name] = value.astype(spec.dtype) if value.dtype != spec.dtype else value
+        index = GraphIndex(model.lazy_proto.graph)
+        total = max(1, len(model.lazy_proto.graph.node))
 
-    def _measure(self, candidates: list[int]) -> None:
-        """Every candidate's local error: the float32 model captured fragment by fragment, each
-        fragment's candidates re-run in float16 on the captured values of their inputs."""
+        def ran(chunk: list[int], _feeds: Mapping[str, Any], _values: Mapping[str, Any]) -> None:
+            self.work += len(chunk) * len(self.nodes) / total
+            self._ran(trial=True)
+
+        walker = _Walker(_Graph(model, index, {}, self.model.name), "ort", feeds, set(self.reference),
+                         budget=DEFAULT_FRAGMENT_BYTES, label=f"{self.model.name} (mixed precision, trial)",
+                         first_step=self._first_step(), visit=ran)
+        # (the whole budget, not compare's quarter of a run: one side runs, and a model within it runs
+        # in one session, exactly as the user's session will)
+        walker.budget = DEFAULT_FRAGMENT_BYTES
+        got: dict[str, Any] = {}
+        for batch in walker:
+            got.update(batch)
+        return got
+
+    # ------------------------------------------------------------------ reference and local errors
+
+    def _capture(self, candidates: list[int]) -> None:
+        """The float32 model's outputs and every candidate's local error, in one walk: the float32 model
+        runs fragment by fragment, and after each fragment its candidates run again in float16, each
+        on the float32 values of its own inputs (the fragment's feeds and values, so that nothing is
+        held beyond the walk's own values)."""
         weights = self.index.initializers
         self.constants = {o: i for i, n in enumerate(self.nodes) if n.op_type == "Constant" and n.domain in ("", "ai.onnx")
                           for o in n.output}
         reads = {k: [r for r in dict.fromkeys(self.index.node_reads[k]) if r not in weights and r not in self.constants]
                  for k in candidates}
         outputs = {k: [o for o in self.nodes[k].output if o] for k in candidates}
-        wanted = {n for k in candidates for n in (*reads[k], *outputs[k])}
-        readers: dict[str, int] = {}
-        for k in candidates:
-            for name in reads[k]:
-                readers[name] = readers.get(name, 0) + 1
-        walker = _Walker(_Graph(self.model, self.index, {}, self.model.name), "ort", self.feeds, wanted,
-                         budget=DEFAULT_FRAGMENT_BYTES, label=f"{self.model.name} (float32, captured)",
-                         first_step=self._first_step())
-        held: dict[str, Any] = {}
-        pending = list(candidates)
-        captured = 0
-        for batch in walker:
-            held.update(batch)
-            self.fragment_runs += walker.runs - captured
-            captured = walker.runs
-            ready = [k for k in pending if all(o in held for o in outputs[k])]
+        wanted = {n for k in candidates for n in (*reads[k], *outputs[k])} | set(self.index.outputs)
+        chosen = set(candidates)
+
+        def measure(chunk: list[int], feeds: Mapping[str, Any], values: Mapping[str, Any]) -> None:
+            self.fragment_runs += 1
+            self.work += len(chunk)
+            self._progress()
+            ready = [k for k in chunk if k in chosen]
             if not ready:
-                continue
-            pending = [k for k in pending if k not in set(ready)]
-            for chunk in _chunks(ready, reads, outputs, held):
-                self._measure_fragment(chunk, reads, outputs, held)
-            for k in ready:
-                for name in reads[k]:
-                    readers[name] -= 1
-            for name in [n for n in held if readers.get(n, 0) <= 0]:
-                del held[name]
+                return
+            held = {**feeds, **values}
+            for part in _chunks(ready, reads, outputs, held):
+                self._measure_fragment(part, reads, outputs, held)
+
+        walker = _Walker(_Graph(self.model, self.index, {}, self.model.name), "ort", self.feeds, wanted,
+                         budget=DEFAULT_FRAGMENT_BYTES // 2, label=f"{self.model.name} (float32, captured)",
+                         first_step=self._first_step(), visit=measure)
+        graph_outputs = set(self.index.outputs)
+        for batch in walker:
+            self.reference.update({n: v for n, v in batch.items() if n in graph_outputs})
+        missing = [n for n in self.index.outputs if n not in self.reference]
+        if missing:  # (an output that is a weight, or that no node computes)
+            self.reference.update(run(self.model, self.feeds, outputs=missing))
+            self.work += len(self.nodes)
+            self._ran(trial=False)
+        self.reference = {n: self.reference[n] for n in self.index.outputs}
 
     def _measure_fragment(self, ready: list[int], reads: Mapping[int, list[str]], outputs: Mapping[int, list[str]],
                           held: Mapping[str, Any]) -> None:
@@ -434,6 +489,7 @@ class _Search:
             return
         finally:
             self.fragment_runs += 1
+            self.work += len(measurable)
             self._progress()
         for k in measurable:
             figures = [_local(np.asarray(got[renamed[o]]), np.asarray(held[o]))
@@ -456,8 +512,8 @@ class _Search:
         return True
 
     def _first_step(self) -> int:
-        """How many nodes the capture's first fragment runs: the fragment budget over four times the
-        largest graph input or output (the capture grows or shrinks its fragments from there)."""
+        """How many nodes a walk's first fragment runs: the fragment budget over four times the largest
+        graph input or output (the walk grows or shrinks its fragments from there)."""
         largest = max((v.nbytes for v in (*self.feeds.values(), *self.reference.values())
                        if isinstance(v, np.ndarray)), default=0)
         return max(1, DEFAULT_FRAGMENT_BYTES // max(4 * largest, 1))
@@ -478,6 +534,8 @@ class _Search:
     def _ran(self, *, trial: bool) -> None:
         if trial:
             self.trial_runs += 1
+        else:
+            self.fragment_runs += 1
         self._progress()
 
     def _progress(self) -> None:

@@ -7,12 +7,13 @@ precisions meet. ``--keep-io-types`` keeps float32 graph inputs and outputs floa
 float16's range are clamped and listed.
 
 ``--auto-mixed`` keeps float32 the fewest nodes needed for the outputs to stay within --atol/--rtol
-of the float32 model's on seeded (or given) inputs: every node's own float16 error is measured in two
-runs per capture fragment (each node on the float32 values of its inputs), nodes that overflow on
-their own stay float32, and a search over the nodes ranked by their own error finds the fewest that
-bring the outputs back. It prints which nodes stay float32 and why (their own error), the number of
-model runs (whole-model and fragment runs), and writes the list as a recipe (--save-recipe, default
-OUT with .recipe.yaml) that ``edit IN OUT --recipe`` replays.
+of the float32 model's on seeded (or given) inputs: one walk over the float32 model, fragment by
+fragment, gives its outputs and every node's own float16 error (each node again on the float32 values
+of its inputs), nodes that overflow on their own stay float32, and a search over the nodes ranked by
+their own error finds the fewest that bring the outputs back. Every run goes fragment by fragment, so
+memory follows the fragment budget, not the model. It prints which nodes stay float32 and why (their
+own error), the work in passes (whole-model inferences) and ONNX Runtime session runs, and writes the
+list as a recipe (--save-recipe, default OUT with .recipe.yaml) that ``edit IN OUT --recipe`` replays.
 
 ``--opset N`` converts to ai.onnx opset N, up or down: ONNX's version converter where it has
 adapters, graphkit's own rewrites for the operators whose arguments moved between attributes and
@@ -161,8 +162,9 @@ def _show_mixed(result: MixedPrecision, output: str, recipe: str) -> None:
     verdict = "within" if result.passed else "NOT within"
     _render.text(f"wrote {output} and {recipe}: {len(result.kept)} of {result.candidates} node(s) kept float32 "
                  f"by the search, outputs {verdict} atol {tol.atol:g} / rtol {tol.rtol:g}, "
-                 f"{result.runs} model run(s): {result.trial_runs} of the whole model, {result.fragment_runs} of "
-                 f"fragments measuring {result.measured} node(s)' own float16 error")
+                 f"{result.passes:g} model pass(es) ({result.trials} trial(s) after a walk measuring "
+                 f"{result.measured} node(s)' own float16 error), in {result.runs} model run(s) of fragments "
+                 f"({result.fragment_runs} for the walk, {result.trial_runs} for the trials)")
     if result.kept:
         listed = _render.capped(result.kept, LIMIT)
         _render.table([(k.node, k.op_type, k.reason + _figure(k)) for k in listed],
