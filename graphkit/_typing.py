@@ -247,8 +247,8 @@ def weightless(
     with ``value_info``, the model's value_info; no graph outputs (inference then types every node
     output in value_info). Initializers keep their values only where shape inference may read them
     (small ones, not float unless an op reads a float value); the others are passed without data
-    (their type is what inference uses), which halves what it parses. Weights on disk are never
-    read, and the source is not changed.
+    (their type is what inference uses, and their data is never copied), which halves what it
+    parses. Weights on disk are never read, and the source is not changed.
     """
     nodes = g.nodes if nodes is None else nodes
     source = g.model.lazy_proto
@@ -271,9 +271,14 @@ def weightless(
             graph.input.append(value_info_of(name, tp))
             declared.add(name)
             hidden.add(name)
-    graph.initializer.extend(t for t in (g.graph.initializer if initializers is None else initializers)
-                             if t.name not in hidden)
-    _strip_values(graph.initializer, _value_readers(g, nodes))
+    readers = _value_readers(g, nodes)
+    for tensor in (g.graph.initializer if initializers is None else initializers):
+        if tensor.name in hidden:
+            continue
+        if _value_read(tensor, readers):
+            graph.initializer.append(tensor)
+        else:  # (the type alone, never a copy of the data: a 100 MB weight a pass made is not copied to be cleared)
+            graph.initializer.add(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
     for sparse in g.graph.sparse_initializer:
         if sparse.values.name not in declared:
             graph.input.append(
@@ -284,26 +289,16 @@ def weightless(
     return proto
 
 
-def _strip_values(tensors: Iterable[onnx.TensorProto], value_readers: set[str]) -> None:
-    """Drop the data of the (copied) initializers whose values shape inference does not read."""
-    external, floats, limit = onnx.TensorProto.EXTERNAL, _FLOAT_TYPES, _INFER_VALUE_LIMIT
-    for tensor in tensors:
-        if tensor.data_location == external:
-            pass
-        elif tensor.data_type in floats:
-            if tensor.name in value_readers and tensor.ByteSize() <= limit:
-                continue
-        elif tensor.ByteSize() <= limit:
-            continue
-        if tensor.HasField("raw_data"):  # (the usual case: one field to clear)
-            tensor.ClearField("raw_data")
-        else:
-            for field_name in _DATA_FIELDS:
-                tensor.ClearField(field_name)
+_DATA_FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data")
 
 
-_DATA_FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data",
-                "external_data", "data_location")
+def _value_read(tensor: onnx.TensorProto, value_readers: set[str]) -> bool:
+    """Whether shape inference may read the value of the initializer ``tensor`` (else it gets its type only)."""
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return False
+    if tensor.data_type in _FLOAT_TYPES:
+        return tensor.name in value_readers and tensor.ByteSize() <= _INFER_VALUE_LIMIT
+    return tensor.ByteSize() <= _INFER_VALUE_LIMIT
 
 
 def _run_inference(proto: onnx.ModelProto, names: Sequence[str]) -> dict[str, onnx.TypeProto]:

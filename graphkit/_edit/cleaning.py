@@ -76,9 +76,7 @@ def _prune(graph: onnx.GraphProto, removed: Collection[int] = (), *, fed: Iterab
         graph.node.extend(keep)
     unused = {name for name in wave if not readers.get(name)}
     if unused & set(index.initializers):
-        inits = [t for t in graph.initializer if t.name not in unused]
-        del graph.initializer[:]
-        graph.initializer.extend(inits)
+        _remove_initializers(graph, unused)
         sparse = [s for s in graph.sparse_initializer if s.values.name not in unused]
         del graph.sparse_initializer[:]
         graph.sparse_initializer.extend(sparse)
@@ -86,6 +84,14 @@ def _prune(graph: onnx.GraphProto, removed: Collection[int] = (), *, fed: Iterab
     if stale:
         _drop_value_info(graph, {n for n in stale - GraphIndex(graph).defined if not readers.get(n)})
     return {name for name, count in readers.items() if count}
+
+
+def _remove_initializers(graph: onnx.GraphProto, names: Collection[str]) -> None:
+    """Remove the dense initializers called ``names``, in place: the others are not copied (rebuilding the
+    list would copy every weight a pass made in memory, 100 MB for a transformer's packed attention weights)."""
+    doomed = [i for i, tensor in enumerate(graph.initializer) if tensor.name in names]
+    for i in reversed(doomed):
+        del graph.initializer[i]
 
 
 @_noop_returns_input
