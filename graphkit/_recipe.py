@@ -66,7 +66,8 @@ OPERATIONS: dict[str, Callable[..., Model]] = {
 } | {
     name: getattr(_simplify, name)
     for name in ("fold_constants", "constants_to_initializers", "remove_identities", "fold_shapes", "merge_constants",
-                 "fuse_gemm", "inline_branches", "fuse_conv", "merge_nodes", "simplify")
+                 "fuse_gemm", "inline_branches", "fuse_conv", "merge_nodes", "simplify", "fuse_attention", "fuse_gelu",
+                 "fuse_skip_layernorm")
 } | {"to_float16": to_float16, "set_dtype": set_dtype}
 #: Operations without a ``check`` keyword (their result is validated with the whole recipe's).
 _UNCHECKED = frozenset({"to_float16", "set_dtype"})

@@ -24,6 +24,10 @@ The passes, run in rounds until a round changes nothing:
 - ``fuse``: an inference BatchNormalization, or a Mul or Add by a per-channel constant, after a Conv
   whose output it alone reads is folded into the Conv's weights and bias; two Transposes in a row
   are one (none when they cancel).
+- ``attention``, ``gelu``, ``skip_layernorm`` (target ``onnxruntime`` only): multi-head attention,
+  the Erf form of GELU and Add + LayerNormalization become ONNX Runtime's contrib operators
+  ``com.microsoft::Attention``, ``Gelu``/``BiasGelu`` and ``SkipLayerNormalization`` where they compute
+  the same function (``graphkit._fusions``); the result runs in ONNX Runtime only. Main graph.
 - ``gemm``: ``Add(MatMul(A, B), C)`` becomes ``Gemm(A, B, C)`` where that is exact: A proven 2-D, B a
   2-D constant, C a constant broadcasting to the product, float or double; several such projections
   of one input of static dims, each reshaped (Q, K, V), share one Reshape to 2-D (``graphkit._rewrite``).
@@ -52,10 +56,10 @@ import onnx
 from onnx import helper, numpy_helper
 
 from graphkit import _check_args as argcheck
-from graphkit import _ort, _progress, _rewrite
+from graphkit import _fusions, _ort, _progress, _rewrite
 from graphkit._build import add_initializers
 from graphkit._edit._common import _drop_opsets, _noop_returns_input, _rename_scope
-from graphkit._edit.cleaning import _clean_functions, _clean_graph, _prune
+from graphkit._edit.cleaning import _clean_functions, _clean_graph, _prune, _remove_initializers
 from graphkit._graph import GraphIndex, node_label, subgraphs
 from graphkit._infer import _contradiction
 from graphkit._io import tensor_nbytes, tensor_value
@@ -66,8 +70,8 @@ from graphkit._validate import check_or_raise
 from graphkit.errors import GraphkitError, NoChangeError, UsageError
 
 __all__ = [
-    "PASSES", "Simplification", "constants_to_initializers", "fold_constants", "fold_shapes", "fuse_conv",
-    "fuse_gemm", "inline_branches", "merge_constants", "merge_nodes", "op_counts", "remove_identities",
+    "ORT_PASSES", "PASSES", "TARGETS", "Simplification", "constants_to_initializers", "fold_constants", "fold_shapes", "fuse_attention", "fuse_conv",
+    "fuse_gelu", "fuse_gemm", "fuse_skip_layernorm", "inline_branches", "merge_constants", "merge_nodes", "op_counts", "remove_identities",
     "run_passes", "simplify", "simplify_with_report",
 ]
 
@@ -75,6 +79,13 @@ log = logging.getLogger(__name__)
 
 #: The passes, in the order each round runs them.
 PASSES = ("constants", "identities", "shapes", "reshapes", "fold", "branches", "fuse", "gemm", "merge", "cse", "dead")
+#: The passes that write ONNX Runtime's contrib operators (target ``onnxruntime``); they run after
+#: ``fuse`` and before ``gemm`` (which would take the attention's projections apart).
+ORT_PASSES = ("attention", "gelu", "skip_layernorm")
+#: What simplify's result may use: standard ONNX at the model's opsets (``onnx``), or ONNX Runtime's
+#: contrib operators too (``onnxruntime``: the result runs in ONNX Runtime only).
+TARGETS = ("onnx", "onnxruntime")
+_ORDER = (*PASSES[:PASSES.index("gemm")], *ORT_PASSES, *PASSES[PASSES.index("gemm"):])
 #: Folded values larger than this are not stored (their nodes stay), by default.
 DEFAULT_MAX_BYTES = 64 * 2**20
 #: At most this many bytes of weights, and this many nodes, are handed to ONNX Runtime in one folding
@@ -144,26 +155,32 @@ def op_counts(model: Model) -> dict[str, int]:
 
 @_noop_returns_input
 def simplify(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check: bool = True,
-             progress: Progress | None = None) -> Model:
+             progress: Progress | None = None, target: str = "onnx") -> Model:
     """The same computation in fewer nodes: every pass of ``PASSES`` until none changes anything.
 
     Args:
         model: The model (not changed).
         max_bytes: Folded values larger than this stay computed by their nodes, and weights
-            larger than this are never read to fold a node.
+            larger than this are never read to fold a node (or packed into an Attention's).
         check: Validate the result (onnx.checker's full check and graphkit's checks).
         progress: Called as ``progress(done, total)`` after each pass (``total`` grows by a round
             of passes while rounds still change something).
+        target: ``"onnx"``: standard operators at the model's opsets, so the result runs wherever
+            the original did. ``"onnxruntime"``: the passes of ``ORT_PASSES`` too, fusing attention,
+            GELU and Add + LayerNormalization into ONNX Runtime's contrib operators (domain
+            ``com.microsoft``); the result runs in ONNX Runtime only, and its outputs differ from the
+            original's by float rounding (the fused kernels sum in another order).
 
     Returns:
         The simplified model, or ``model`` itself when nothing could be simplified (``simplify.__wrapped__``
         raises NoChangeError instead, as every edit does).
 
     Raises:
+        UsageError: An unknown target.
         InvalidModelError: Shape inference contradicts the model itself (naming the node and the
             tensor), or the result fails validation.
     """
-    result = simplify_with_report(model, max_bytes=max_bytes, check=check, progress=progress).model
+    result = simplify_with_report(model, max_bytes=max_bytes, check=check, progress=progress, target=target).model
     if result is model:
         raise NoChangeError(f"simplify changes nothing in {model.name}", hint="the model is already as simple as "
                             "simplify makes it; drop this step",
@@ -172,25 +189,29 @@ def simplify(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check: bool
 
 
 def simplify_with_report(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check: bool = True,
-                         passes: Sequence[str] = PASSES, progress: Progress | None = None) -> Simplification:
+                         passes: Sequence[str] | None = None, progress: Progress | None = None,
+                         target: str = "onnx") -> Simplification:
     """``simplify``, with the op counts before and after and what each pass removed.
 
     Args:
         model: The model (not changed).
         max_bytes: As for ``simplify``.
         check: As for ``simplify``.
-        passes: The passes to run (a subset of ``PASSES``; they run in ``PASSES`` order).
+        passes: The passes to run (a subset of ``PASSES``, and with target ``"onnxruntime"`` of
+            ``ORT_PASSES`` too; they run in the order of those lists); default every pass of the target.
         progress: As for ``simplify``.
+        target: As for ``simplify``.
 
     Raises:
-        UsageError: An unknown pass.
+        UsageError: An unknown pass or target, or a pass of ``ORT_PASSES`` with target ``"onnx"``.
         InvalidModelError: As for ``simplify``.
     """
     argcheck.instance(model, "model", Model, argcheck.MODEL)
     argcheck.integer(max_bytes, "max_bytes", minimum=0, maximum=argcheck.INT64_MAX)
     argcheck.boolean(check, "check")
     progress = _progress.check(progress)
-    wanted = _check_passes(passes)
+    argcheck.choice(target, "target", TARGETS)
+    wanted = _check_passes(passes, target)
     before = _op_counts(model.lazy_proto)
     result, changes, rounds, _ = _run_passes(model, wanted, max_bytes=max_bytes, progress=progress)
     if result is not model and check:
@@ -198,16 +219,24 @@ def simplify_with_report(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES,
     return Simplification(result, dict(before), dict(_op_counts(result.lazy_proto)), changes, rounds)
 
 
-def _check_passes(passes: Any) -> list[str]:
+def _check_passes(passes: Any, target: str) -> list[str]:
+    known = _ORDER if target == "onnxruntime" else PASSES
+    if passes is None:
+        return list(known)
     given = argcheck.names(passes, "passes", what="pass name")
     for name in given:
-        if name not in PASSES:
-            raise UsageError(f"unknown simplify pass {name!r} in passes", hint="use some of " + ", ".join(PASSES))
-    return [p for p in PASSES if p in given]
+        if name in ORT_PASSES and target != "onnxruntime":
+            raise UsageError(f"simplify pass {name!r} writes ONNX Runtime's contrib operators, and target is {target!r}",
+                             hint="pass target='onnxruntime' (the result then runs in ONNX Runtime only)",
+                             cli_hint="add --target onnxruntime (the result then runs in ONNX Runtime only)")
+        if name not in known:
+            raise UsageError(f"unknown simplify pass {name!r} in passes", hint="use some of " + ", ".join(known),
+                             cli_hint="use some of " + ", ".join(known))
+    return [p for p in known if p in given]
 
 
 def run_passes(model: Model, passes: Sequence[str], *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[Model, dict[str, int], int]:
-    """Run ``passes`` (in ``PASSES`` order) in rounds until a round changes nothing; no validation.
+    """Run ``passes`` (in ``PASSES`` order, ``ORT_PASSES`` before ``gemm``) in rounds until a round changes nothing; no validation.
 
     Returns:
         The result (``model`` itself when nothing changed), pass → changes, the number of rounds.
@@ -227,7 +256,7 @@ def _run_passes(model: Model, passes: Sequence[str], *, max_bytes: int, constant
     state = _State(model, proto, max_bytes, constant_identities=constant_identities)
     changes: Counter[str] = Counter()
     rounds = done = 0
-    active = [name for name in PASSES if name in passes]
+    active = [name for name in _ORDER if name in passes]
     for rounds in range(1, _MAX_ROUNDS + 1):
         changed = 0
         for name in active:
@@ -261,6 +290,11 @@ class _State:
         self.opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
         #: Nodes whose evaluation failed once (by id of their proto's serialization) are not tried again.
         self.failed: set[bytes] = set()
+        #: The fusions' inferred types, by tensor name (a name keeps its meaning through every pass),
+        #: and the names already asked for: asked once, on the graph before any contrib operator,
+        #: which ONNX's inference cannot type through.
+        self.fusion_types: dict[str, onnx.TypeProto] = {}
+        self.fusion_asked: set[str] = set()
 
     def current(self) -> Model:
         return Model(self.proto, self.model.base_dir, None)
@@ -1034,6 +1068,71 @@ def _pass_branches(state: _State) -> int:
     return count
 
 
+# ------------------------------------------------------------- ONNX Runtime's contrib operators
+
+
+def _fusion_inputs(state: _State, *, limit: bool = False) -> tuple[dict[str, onnx.TensorProto], dict[str, onnx.TypeProto]]:
+    """The main graph's constants (``limit``: those of at most ``max_bytes``) and the types the fusions
+    need, inferred once per name (from the graph inputs' types, not value_info)."""
+    graph = state.proto.graph
+    consts = _visible_constants(graph, {}, listed=False)
+    for node in graph.node:  # (Constant nodes too: each fusion is also an edit of its own, run before any folding)
+        if node.op_type == "Constant" and node.domain in _STANDARD and len(node.output) == 1:
+            value = next((a.t for a in node.attribute if a.name == "value" and a.type == onnx.AttributeProto.TENSOR),
+                         None)
+            if value is not None:
+                consts.setdefault(node.output[0], value)
+    if limit:
+        consts = {n: t for n, t in consts.items() if not _too_big(t, state.max_bytes)}
+    wanted = [n for n in _fusions.type_candidates(graph) if n not in state.fusion_asked and n not in consts]
+    if wanted:
+        state.fusion_asked.update(wanted)
+        state.fusion_types.update(_types_of(state, graph, wanted, top=True, declared=False))
+    return consts, state.fusion_types
+
+
+def _fused(state: _State, count: int) -> int:
+    """Import the contrib operators' domain once a fusion wrote one."""
+    if count and not any(o.domain == _fusions.DOMAIN for o in state.proto.opset_import):
+        state.proto.opset_import.append(helper.make_opsetid(_fusions.DOMAIN, 1))
+    return count
+
+
+def _fusion_scope(state: _State, op_types: Iterable[str]) -> bool:
+    """Whether the main graph (of an IR version with initializers apart from inputs) has these ops."""
+    return not state.old_ir and any(n.op_type in set(op_types) for n in state.proto.graph.node)
+
+
+def _read(state: _State) -> Any:
+    return lambda tensor: tensor_value(state.model, tensor)
+
+
+def _taken(state: _State) -> set[str]:
+    return set(GraphIndex(state.proto.graph).all_tensor_names) | {n.name for n in state.proto.graph.node if n.name}
+
+
+def _pass_attention(state: _State) -> int:
+    if not _fusion_scope(state, ["Softmax"]):
+        return 0
+    consts, types = _fusion_inputs(state, limit=True)
+    return _fused(state, _fusions.fuse_attention(state.proto.graph, consts, types, _read(state), _taken(state),
+                                                 state.opset))
+
+
+def _pass_gelu(state: _State) -> int:
+    if not _fusion_scope(state, ["Erf"]):
+        return 0
+    consts, types = _fusion_inputs(state)
+    return _fused(state, _fusions.fuse_gelu(state.proto.graph, consts, types, _read(state), _taken(state)))
+
+
+def _pass_skip_layernorm(state: _State) -> int:
+    if not _fusion_scope(state, ["LayerNormalization"]):
+        return 0
+    consts, types = _fusion_inputs(state)
+    return _fused(state, _fusions.fuse_skip_layernorm(state.proto.graph, consts, types, _taken(state)))
+
+
 # -------------------------------------------------------------------------- identical constants
 
 
@@ -1062,9 +1161,7 @@ def _merge_in(graph: onnx.GraphProto, limit: int, *, listed: bool = False) -> in
     if not mapping:
         return 0
     _rename_scope(graph, mapping, defs=False, outputs=False)
-    kept = [t for t in graph.initializer if t.name not in mapping]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
+    _remove_initializers(graph, set(mapping))
     _drop_value_info(graph, set(mapping))
     return len(mapping)
 
@@ -1144,6 +1241,9 @@ _PASS_FUNCTIONS = {
     "fold": _pass_fold,
     "branches": _pass_branches,
     "fuse": _pass_fuse,
+    "attention": _pass_attention,
+    "gelu": _pass_gelu,
+    "skip_layernorm": _pass_skip_layernorm,
     "gemm": _pass_gemm,
     "merge": _pass_merge,
     "cse": _pass_cse,
@@ -1299,3 +1399,52 @@ def merge_nodes(model: Model, /, *, check: bool = True) -> Model:
     """
     return _as_edit(model, ["cse"], what="merge_nodes", check=check,
                     hint="no two nodes compute the same op on the same inputs")
+
+
+@_noop_returns_input
+def fuse_attention(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check: bool = True) -> Model:
+    """Replace each multi-head self-attention block by ONNX Runtime's ``com.microsoft::Attention``
+    (the result runs in ONNX Runtime only). Main graph.
+
+    A block is ``Softmax(scale · Q Kᵀ) V`` with Q, K, V each ``MatMul(x, W) (+ b)`` of one input x
+    proven ``[batch, seq, hidden]`` (weights of at most ``max_bytes``, float32), split into heads by a
+    Reshape whose constant target proves the head count and a Transpose, merged back by a Transpose
+    and a Reshape, scaled by scalar constants. Its Q, K and V weights and biases are packed into one
+    weight and one bias; ``num_heads`` comes from the Reshape, ``scale`` from the constants. A block
+    with anything else between the scores and the Softmax (a mask) is left as it is.
+
+    Raises:
+        InvalidModelError: Shape inference contradicts the model itself, or the result is invalid.
+    """
+    return _as_edit(model, ["attention"], what="fuse_attention", max_bytes=max_bytes, check=check,
+                    hint="no Softmax(scale * Q K^T) V block of float32 projections of one 3-D input, split into "
+                         "heads by a Reshape of constant target, was found (a masked block is left as it is)")
+
+
+@_noop_returns_input
+def fuse_gelu(model: Model, /, *, check: bool = True) -> Model:
+    """Replace each ``x * 0.5 * (1 + erf(x / sqrt(2)))`` (float32, constants exact) by ONNX Runtime's
+    ``com.microsoft::Gelu``, or ``BiasGelu`` where x adds a 1-D constant bias to a projection (the
+    result runs in ONNX Runtime only). Main graph.
+
+    Raises:
+        InvalidModelError: The result is invalid.
+    """
+    return _as_edit(model, ["gelu"], what="fuse_gelu", check=check,
+                    hint="no float32 x * 0.5 * (1 + erf(x / sqrt(2))) was found (the tanh approximation is "
+                         "another function)")
+
+
+@_noop_returns_input
+def fuse_skip_layernorm(model: Model, /, *, check: bool = True) -> Model:
+    """Replace each ``LayerNormalization(Add(a, b))`` over the last axis, a and b proven of one 3-D shape
+    (float32, 1-D constant scale and bias), by ONNX Runtime's ``com.microsoft::SkipLayerNormalization``,
+    taking in a constant bias added to a or b just before (the result runs in ONNX Runtime only).
+    Main graph.
+
+    Raises:
+        InvalidModelError: Shape inference contradicts the model itself, or the result is invalid.
+    """
+    return _as_edit(model, ["skip_layernorm"], what="fuse_skip_layernorm", check=check,
+                    hint="no LayerNormalization over the last axis reads an Add of two float32 3-D tensors of "
+                         "one shape")

@@ -281,6 +281,12 @@ def _scope(step: Step, text: str) -> Step:
     return Step(step.op, {**step.args, "scope": text})
 
 
+def _target(step: Step, text: str) -> Step:
+    if text not in ("onnx", "onnxruntime"):
+        raise UsageError(f"--target {text!r}: expected onnx or onnxruntime", hint="e.g. --simplify --target onnxruntime")
+    return Step(step.op, {**step.args, "target": text})
+
+
 def _operand(step: Step, text: str) -> Step:
     inputs = [*step.args.get("inputs", []), _value(text, "--operand")]
     return Step(step.op, {**step.args, "inputs": inputs})
@@ -301,6 +307,9 @@ MODIFIERS: dict[str, tuple[str, tuple[str, ...], Callable[[Step, str], Step], st
                "(a dtype name for Cast's 'to': --attr to=float16)"),
     "--scope": ("tensors|nodes|all", ("rename_pattern",), _scope,
                 "what the --rename-pattern or --prefix before it renames (default all)"),
+    "--target": ("onnx|onnxruntime", ("simplify",), _target,
+                 "what the --simplify before it may write: standard ONNX (onnx, the default) or ONNX Runtime's "
+                 "contrib operators too (onnxruntime; the result runs in ONNX Runtime only)"),
     "--allow-reshape": ("", ("set_initializer",), lambda step, _t: Step(step.op, {**step.args, "allow_reshape": True}),
                         "let the --set-initializer before it give the value a new shape"),
     "--drop-attributes": ("", ("replace_op",), lambda step, _t: Step(step.op, {**step.args, "drop_attributes": True}),
@@ -379,6 +388,15 @@ OPTIONS: dict[str, tuple[str | None, Callable[[Any], Step], str]] = {
                     "into its weights; two Transposes in a row become one"),
     "--merge-nodes": (None, lambda _t: Step("merge_nodes", {}),
                       "compute nodes with the same op, attributes and inputs once"),
+    "--fuse-attention": (None, lambda _t: Step("fuse_attention", {}),
+                         "fuse multi-head attention into ONNX Runtime's com.microsoft::Attention (the result runs in "
+                         "ONNX Runtime only)"),
+    "--fuse-gelu": (None, lambda _t: Step("fuse_gelu", {}),
+                    "fuse x*0.5*(1+erf(x/sqrt(2))) into ONNX Runtime's com.microsoft::Gelu or BiasGelu (the result "
+                    "runs in ONNX Runtime only)"),
+    "--fuse-skip-layernorm": (None, lambda _t: Step("fuse_skip_layernorm", {}),
+                              "fuse Add + LayerNormalization into ONNX Runtime's com.microsoft::SkipLayerNormalization "
+                              "(the result runs in ONNX Runtime only)"),
     "--simplify": (None, lambda _t: Step("simplify", {}), "every pass of 'graphkit simplify' (without its verification)"),
 }
 
@@ -432,7 +450,8 @@ def collect_steps(raw: list[tuple[str, Any]]) -> list[Step]:
             _, ops, change, _ = MODIFIERS[flag]
             if not steps or steps[-1].op not in ops:
                 owner = {"insert_node": "--insert-after", "rename_pattern": "--rename-pattern or --prefix",
-                         "replace_op": "--replace-op", "set_initializer": "--set-initializer"}[ops[0]]
+                         "replace_op": "--replace-op", "set_initializer": "--set-initializer",
+                         "simplify": "--simplify"}[ops[0]]
                 shown = f"{flag} {value!r}" if value != [] else flag
                 raise UsageError(f"{shown} must follow {owner}",
                                  hint=f"write it right after the option it belongs to, e.g. {_MODIFIER_EXAMPLE[flag]}")
@@ -447,6 +466,7 @@ _MODIFIER_EXAMPLE = {
     "--operand": "--insert-after input=Sub --operand mean.npy",
     "--attr": "--insert-after output=Cast --attr to=float16",
     "--scope": "--rename-pattern '/=_' --scope tensors",
+    "--target": "--simplify --target onnxruntime",
     "--drop-attributes": "--replace-op my::Debug=Identity --drop-attributes",
     "--allow-reshape": "--set-initializer conv1.bias=bias.npy --allow-reshape",
 }

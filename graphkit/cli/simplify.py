@@ -4,7 +4,9 @@ Passes, in rounds until none changes anything: Constant nodes to initializers, I
 Dropout (inference) removed, Shape/Size of static dims folded, constant folding through ONNX
 Runtime (values up to --max-bytes), identical constants merged, dead nodes and unused
 initializers, inputs, functions and opsets removed; in If/Loop/Scan bodies too. External weights
-stay on disk. Prints the op counts before and after. Unless --no-verify, the result and the input
+stay on disk. The result is standard ONNX; --target onnxruntime also fuses attention, GELU and
+Add + LayerNormalization into ONNX Runtime's contrib operators (the result then runs in ONNX
+Runtime only). Prints the op counts before and after. Unless --no-verify, the result and the input
 run on the same seeded inputs and a result whose outputs differ beyond tolerance is not written
 (exit 1, with the first divergence).
 """
@@ -18,7 +20,14 @@ from graphkit._compare import Comparison, compare
 from graphkit._model import Model
 from graphkit._options import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance
 from graphkit._run import input_specs
-from graphkit._simplify import DEFAULT_MAX_BYTES, PASSES, Simplification, simplify_with_report
+from graphkit._simplify import (
+    DEFAULT_MAX_BYTES,
+    ORT_PASSES,
+    PASSES,
+    TARGETS,
+    Simplification,
+    simplify_with_report,
+)
 from graphkit.cli import _common, _render
 from graphkit.cli._args import number, whole
 from graphkit.cli._feeds import add_feed_options, feed_args, show_notes
@@ -34,8 +43,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="write without running the result against the input")
     p.add_argument("--max-bytes", type=whole(), default=DEFAULT_MAX_BYTES, metavar="N",
                    help=f"largest folded value stored, in bytes (default {DEFAULT_MAX_BYTES})")
-    p.add_argument("--skip", action="append", default=[], choices=PASSES, metavar="PASS",
-                   help="leave out a pass (repeatable): " + ", ".join(PASSES))
+    p.add_argument("--target", choices=TARGETS, default="onnx",
+                   help="what the result may use: standard ONNX (onnx, the default: it runs wherever the input "
+                        "did) or ONNX Runtime's contrib operators too (onnxruntime: attention, GELU and "
+                        "Add + LayerNormalization fused; the result runs in ONNX Runtime only)")
+    p.add_argument("--skip", action="append", default=[], choices=PASSES + ORT_PASSES, metavar="PASS",
+                   help="leave out a pass (repeatable): " + ", ".join(PASSES) + "; with --target onnxruntime also "
+                        + ", ".join(ORT_PASSES))
     p.add_argument("--atol", type=number(lo=0), default=DEFAULT_ATOL, help=f"verification's absolute tolerance (default {DEFAULT_ATOL:g})")
     p.add_argument("--rtol", type=number(lo=0), default=DEFAULT_RTOL, help=f"verification's relative tolerance (default {DEFAULT_RTOL:g})")
     add_feed_options(p)
@@ -55,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     if parsed is not None:
         show_notes(parsed)
     report = simplify_with_report(model, max_bytes=args.max_bytes, check=args.check,
-                                  passes=[p for p in PASSES if p not in args.skip],
+                                  passes=[p for p in PASSES + ORT_PASSES if p not in args.skip
+                                          and (args.target == "onnxruntime" or p in PASSES)], target=args.target,
                                   progress=_render.progress("simplify", enabled=args.progress, unit="passes"))
     _render.progress_done()
     verified = None

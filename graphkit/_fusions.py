@@ -1,0 +1,660 @@
+"""Fusions into ONNX Runtime's contrib operators (domain ``com.microsoft``), for simplify's target
+``onnxruntime``: the result runs in ONNX Runtime only, which is why simplify never makes them unless
+asked (standard ONNX runs wherever the original did).
+
+Each fusion works on one graph in place, matches its pattern through the graph index, and returns
+how many nodes went; ``graphkit._simplify`` runs them on the main graph as its ``attention``, ``gelu``
+and ``skip_layernorm`` passes. A pattern is fused only where the contrib operator computes the same
+function (up to float rounding: the kernels sum in another order), else it is left as it is:
+
+- ``attention``: multi-head self-attention as exporters write it, ``Softmax(scale · Q Kᵀ) V`` with
+  Q, K and V each ``MatMul(x, W) (+ b)`` of one input ``x`` proven ``[batch, seq, hidden]``, split
+  into heads by a Reshape whose constant target gives the head count (``[0, 0, heads, size]``, a
+  ``-1``, or the static dims themselves) and a Transpose (``[0, 2, 1, 3]``; ``[0, 2, 3, 1]`` for K,
+  or K's ``[0, 2, 1, 3]`` then ``[0, 1, 3, 2]``), merged back by ``Transpose [0, 2, 1, 3]`` and a
+  Reshape to ``[batch, seq, hidden]``, scaled by scalar constants (Mul or Div) on the scores or on Q
+  or K, becomes one ``Attention`` (``num_heads`` from the Reshape, ``scale`` the product of the scale
+  constants, Q/K/V weights and biases packed into one weight and one bias). A mask, an additive
+  bias, a causal mask or anything else between the scores and the Softmax leaves the block alone,
+  as do unequal head counts, a Reshape target that does not prove the head split, float16 (ONNX
+  Runtime's CPU kernel is float only) and intermediate tensors read elsewhere.
+- ``gelu``: ``x · 0.5 · (1 + erf(x / √2))`` (Div by √2 or Mul by 1/√2, the two Muls in any order or
+  association, operands either way round; the constants exactly float32's 0.5, 1, √2 or 1/√2)
+  becomes ``Gelu(x)``, or ``BiasGelu(a, b)`` when x is ``Add(a, b)`` of a 1-D constant bias whose
+  length is a's last dim (proven by a MatMul's constant weight or by inference). The tanh
+  approximation is another function and is not matched.
+- ``skip_layernorm``: ``LayerNormalization(Add(a, b))`` over the last axis, with a and b proven of
+  the same shape of rank 3 and 1-D constant scale and bias of the hidden size, becomes
+  ``SkipLayerNormalization(a, b, scale, bias)``; a 1-D constant bias added to a or b just before
+  (a projection's bias) becomes its ``bias`` input, and where the sum is read elsewhere too (a
+  pre-norm residual stream) its fourth output writes it.
+
+Float32 only: the CPU kernels of these operators are float32 (and where a verification runs, it
+runs on CPU). Weights are read only where they are packed (the attention's Q, K and V) and only the
+few scalar constants the patterns test are read otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from graphkit._edit.cleaning import _prune
+from graphkit._graph import GraphIndex
+
+__all__ = ["DOMAIN", "fuse_attention", "fuse_gelu", "fuse_skip_layernorm", "type_candidates"]
+
+#: The contrib operators' domain, imported at version 1.
+DOMAIN = "com.microsoft"
+_STANDARD = ("", "ai.onnx")
+_FLOAT = onnx.TensorProto.FLOAT
+#: Scalars are read only up to this many bytes (a constant of one element).
+_SCALAR_BYTES = 64
+#: The Gelu constants, as float32 holds them.
+_SQRT2 = float(np.float32(math.sqrt(2.0)))
+_RSQRT2 = float(np.float32(1.0 / math.sqrt(2.0)))
+
+Read = Callable[[onnx.TensorProto], np.ndarray]
+Types = Mapping[str, onnx.TypeProto]
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def _attr(node: onnx.NodeProto, name: str, default: object) -> object:
+    for attr in node.attribute:
+        if attr.name == name:
+            return helper.get_attribute_value(attr)
+    return default
+
+
+def _producer(index: GraphIndex, name: str, op: str | tuple[str, ...]) -> int | None:
+    """The position of the standard ``op`` node writing ``name`` (its first output), or None."""
+    at = index.producer.get(name)
+    if at is None:
+        return None
+    node = index.nodes[at]
+    ops = (op,) if isinstance(op, str) else op
+    return at if node.op_type in ops and node.domain in _STANDARD and node.output[0] == name else None
+
+
+def _sole_reader(index: GraphIndex, name: str) -> int | None:
+    """The one node reading ``name`` (not a graph output), or None."""
+    readers = index.consumers.get(name, [])
+    return readers[0] if len(readers) == 1 and name not in index.output_set else None
+
+
+def _only_for(index: GraphIndex, name: str, reader: int) -> bool:
+    """Whether ``name`` is read by the node at ``reader`` alone (and is no graph output)."""
+    return _sole_reader(index, name) == reader
+
+
+def _dims(tp: onnx.TypeProto | None) -> list[int | str] | None:
+    if tp is None or tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tp.tensor_type.shape.dim]
+
+
+def _elem(tp: onnx.TypeProto | None) -> int:
+    return tp.tensor_type.elem_type if tp is not None and tp.WhichOneof("value") == "tensor_type" else 0
+
+
+def _same_dim(a: int | str, b: int | str) -> bool:
+    """Two dims proven equal: the same size, or the same name (not a placeholder for an unknown)."""
+    if isinstance(a, int) or isinstance(b, int):
+        return a == b and isinstance(a, int) and a > 0
+    return a == b and a != "?" and not a.startswith("unk")
+
+
+def _scalar(consts: Mapping[str, onnx.TensorProto], read: Read, name: str) -> float | None:
+    """The value of a float32 constant of one element and rank 0 or 1, or None."""
+    tensor = consts.get(name)
+    if tensor is None or tensor.data_type != _FLOAT or len(tensor.dims) > 1 or math.prod(tensor.dims) != 1:
+        return None
+    value = float(read(tensor).reshape(-1)[0])
+    return value if math.isfinite(value) else None
+
+
+def _ints(consts: Mapping[str, onnx.TensorProto], read: Read, name: str) -> list[int] | None:
+    tensor = consts.get(name)
+    if tensor is None or tensor.data_type != onnx.TensorProto.INT64 or len(tensor.dims) != 1 or tensor.dims[0] > 8:
+        return None
+    return [int(v) for v in read(tensor)]
+
+
+def _vector(consts: Mapping[str, onnx.TensorProto], name: str, length: int) -> bool:
+    """Whether ``name`` is a float32 constant of shape ``[length]``."""
+    tensor = consts.get(name)
+    return tensor is not None and tensor.data_type == _FLOAT and list(tensor.dims) == [length]
+
+
+def _matrix(consts: Mapping[str, onnx.TensorProto], name: str) -> tuple[int, int] | None:
+    tensor = consts.get(name)
+    if tensor is None or tensor.data_type != _FLOAT or len(tensor.dims) != 2:
+        return None
+    return int(tensor.dims[0]), int(tensor.dims[1])
+
+
+def _other(node: onnx.NodeProto, name: str) -> str:
+    """The other input of a two-input node that reads ``name``."""
+    return node.input[1] if node.input[0] == name else node.input[0]
+
+
+def _scale_of(index: GraphIndex, at: int, consts: Mapping[str, onnx.TensorProto], read: Read) -> tuple[str, float] | None:
+    """(data input, factor) when the node at ``at`` multiplies by a scalar constant (Mul by c: c, Div by
+    c: 1/c), else None."""
+    node = index.nodes[at]
+    if node.domain not in _STANDARD or len(node.input) != 2:
+        return None
+    if node.op_type == "Mul":
+        for data, const in ((node.input[0], node.input[1]), (node.input[1], node.input[0])):
+            value = _scalar(consts, read, const)
+            if value is not None and data not in consts:
+                return data, value
+    elif node.op_type == "Div":
+        value = _scalar(consts, read, node.input[1])
+        if value and node.input[0] not in consts:
+            return node.input[0], 1.0 / value
+    return None
+
+
+def _replace(graph: onnx.GraphProto, index: GraphIndex, replaced: Mapping[int, onnx.NodeProto],
+             removed: Sequence[int]) -> int:
+    """Put each new node at its position, remove the others and what only they read; nodes removed."""
+    for at, node in replaced.items():
+        graph.node[at].CopyFrom(node)
+    before = len(graph.node)
+    _prune(graph, sorted(set(removed)))
+    dropped = {o for i in removed for o in index.nodes[i].output}
+    kept = [v for v in graph.value_info if v.name not in dropped]
+    del graph.value_info[:]
+    graph.value_info.extend(kept)
+    return before - len(graph.node)
+
+
+def _fresh(stem: str, taken: set[str]) -> str:
+    name, k = stem, 1
+    while name in taken:
+        name, k = f"{stem}_{k}", k + 1
+    taken.add(name)
+    return name
+
+
+# ------------------------------------------------------------------------- what needs a type
+
+
+def type_candidates(graph: onnx.GraphProto) -> list[str]:
+    """The tensors whose inferred types the fusions need (on the graph before any of them ran):
+    every MatMul's data input (an attention's x), every Reshape's (the x of a Gemm's 2-D input) and
+    every Add's inputs (a residual or a bias)."""
+    names: list[str] = []
+    for node in graph.node:
+        if node.domain not in _STANDARD:
+            continue
+        if node.op_type in ("MatMul", "Reshape") and node.input:
+            names.append(node.input[0])
+        elif node.op_type == "Add" and len(node.input) == 2:
+            names.extend(node.input)
+    return list(dict.fromkeys(names))
+
+
+# ------------------------------------------------------------------------------------- attention
+
+
+@dataclass
+class _Head:
+    """One of Q, K, V: its projection and the nodes from the projection to the scores."""
+
+    x: str
+    weight: str
+    bias: str | None
+    width: int
+    heads: int
+    size: int
+    nodes: list[int]
+    factor: float
+    #: The weight is stored ``[width, hidden in]`` (a Gemm's transB).
+    transposed: bool = False
+
+
+def fuse_attention(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto], types: Types, read: Read,
+                   taken: set[str], opset: int) -> int:
+    """Replace each multi-head attention block by ``com.microsoft::Attention`` (module docstring).
+
+    Args:
+        graph: The main graph, changed in place.
+        consts: Its constants (name → initializer).
+        types: Inferred types of ``type_candidates``' tensors.
+        read: Reads a constant's value.
+        taken: Every name of the model (new names are added).
+        opset: The model's default-domain opset.
+
+    Returns:
+        How many nodes went.
+    """
+    index = GraphIndex(graph)
+    replaced: dict[int, onnx.NodeProto] = {}
+    removed: list[int] = []
+    claimed: set[int] = set()
+    for i, node in enumerate(index.nodes):
+        if node.op_type != "Softmax" or node.domain not in _STANDARD:
+            continue
+        found = _attention_at(index, i, consts, types, read, opset)
+        if found is None or claimed & set(found[1]):
+            continue
+        heads, nodes, scale, out_at = found
+        claimed.update(nodes)
+        q, k, v = heads
+        weights = np.concatenate([read(consts[h.weight]).T if h.transposed else read(consts[h.weight]) for h in heads],
+                                 axis=1)
+        biases = np.concatenate([read(consts[h.bias]) if h.bias else np.zeros(h.width, np.float32) for h in heads])
+        out = index.nodes[out_at]
+        stem = out.name or node.name or out.output[0]
+        w_name, b_name = _fresh(f"{stem}/qkv_weight", taken), _fresh(f"{stem}/qkv_bias", taken)
+        graph.initializer.extend([numpy_helper.from_array(weights.astype(np.float32), w_name),
+                                  numpy_helper.from_array(biases.astype(np.float32), b_name)])
+        attrs: dict[str, Any] = {"num_heads": q.heads, "scale": scale}
+        if v.width != q.width:
+            attrs["qkv_hidden_sizes"] = [q.width, k.width, v.width]
+        replaced[out_at] = helper.make_node("Attention", [q.x, w_name, b_name], [out.output[0]],
+                                            name=_fresh(f"{stem}/Attention", taken), domain=DOMAIN, **attrs)
+        removed.extend(n for n in nodes if n != out_at)
+    return _replace(graph, index, replaced, removed) if replaced else 0
+
+
+def _attention_at(index: GraphIndex, i: int, consts: Mapping[str, onnx.TensorProto], types: Types, read: Read,
+                  opset: int) -> tuple[tuple[_Head, _Head, _Head], list[int], float, int] | None:
+    """The block around the Softmax at ``i``: (Q, K, V, every node of it, the scale, the position of
+    the Reshape that writes its output), or None where it is not exactly an Attention."""
+    softmax = index.nodes[i]
+    if _attr(softmax, "axis", -1 if opset >= 13 else 1) not in (-1, 3) or len(softmax.output) != 1:
+        return None
+    nodes = [i]
+    context_at = _sole_reader(index, softmax.output[0])
+    if context_at is None:
+        return None
+    context = index.nodes[context_at]
+    if context.op_type != "MatMul" or context.domain not in _STANDARD or context.input[0] != softmax.output[0]:
+        return None
+    nodes.append(context_at)
+    factor, name, reader = 1.0, softmax.input[0], i
+    while True:  # (scalar scales between the scores and the Softmax)
+        at = index.producer.get(name)
+        scaled = _scale_of(index, at, consts, read) if at is not None and _only_for(index, name, reader) else None
+        if scaled is None:
+            break
+        nodes.append(at)  # type: ignore[arg-type]
+        factor *= scaled[1]
+        name, reader = scaled[0], at  # type: ignore[assignment]
+    scores_at = _producer(index, name, "MatMul")
+    if scores_at is None or not _only_for(index, name, reader):
+        return None
+    nodes.append(scores_at)
+    scores = index.nodes[scores_at]
+    q = _head(index, scores.input[0], scores_at, [0, 2, 1, 3], consts, types, read)
+    k = _head(index, scores.input[1], scores_at, [0, 2, 3, 1], consts, types, read)
+    v = _head(index, context.input[1], context_at, [0, 2, 1, 3], consts, types, read)
+    if q is None or k is None or v is None or v.factor != 1.0 or not (q.x == k.x == v.x) \
+            or q.width != k.width or not (q.heads == k.heads == v.heads):
+        return None
+    merged = _merge(index, context_at, v, consts, types, read)
+    if merged is None:
+        return None
+    nodes.extend(merged)
+    nodes.extend(n for h in (q, k, v) for n in h.nodes)
+    if len(set(nodes)) != len(nodes):
+        return None
+    scale = factor * q.factor * k.factor
+    return (q, k, v), nodes, float(np.float32(scale)), merged[-1]
+
+
+def _head(index: GraphIndex, name: str, reader: int, perm: list[int], consts: Mapping[str, onnx.TensorProto],
+          types: Types, read: Read) -> _Head | None:
+    """Walk back from an operand of the scores or context MatMul to its projection: Transposes that
+    make ``perm`` of the head split, at most one scalar scale, one Reshape into heads, the bias Add
+    and the MatMul by a constant weight, each read by the next alone."""
+    nodes: list[int] = []
+    composite = [0, 1, 2, 3]
+    factor, scaled, split = 1.0, False, None
+    while True:
+        at = index.producer.get(name)
+        if at is None or not _only_for(index, name, reader):
+            return None
+        node = index.nodes[at]
+        if node.domain not in _STANDARD or node.output[0] != name:
+            return None
+        if node.op_type == "Transpose" and split is None:
+            own = list(_attr(node, "perm", []))  # type: ignore[call-overload]
+            if sorted(own) != [0, 1, 2, 3]:
+                return None
+            composite = [own[c] for c in composite]
+        elif node.op_type in ("Mul", "Div") and not scaled and _scale_of(index, at, consts, read) is not None:
+            data, value = _scale_of(index, at, consts, read)  # type: ignore[misc]
+            factor, scaled = value, True
+            nodes.append(at)
+            name, reader = data, at
+            continue
+        elif node.op_type == "Reshape" and split is None:
+            if composite != perm or _attr(node, "allowzero", 0):
+                return None
+            split = at
+        else:
+            break
+        nodes.append(at)
+        name, reader = node.input[0], at
+    projection = _projection(index, name, reader, consts, types, read)
+    if projection is None or split is None:
+        return None
+    x, weight, bias, width, more, transposed = projection
+    x_dims = _dims(types.get(x))
+    if x_dims is None or len(x_dims) != 3 or _elem(types.get(x)) != _FLOAT:
+        return None
+    target = _ints(consts, read, index.nodes[split].input[1])
+    found = _split_heads(target, x_dims, width)
+    if found is None:
+        return None
+    return _Head(x, weight, bias, width, found[0], found[1], nodes + more, factor, transposed)
+
+
+def _projection(index: GraphIndex, name: str, reader: int, consts: Mapping[str, onnx.TensorProto], types: Types,
+                read: Read) -> tuple[str, str, str | None, int, list[int], bool] | None:
+    """(x, weight, bias or None, width, node positions, whether the weight is transposed) for ``name`` =
+    ``MatMul(x, W) (+ b)``, or ``Gemm(Reshape(x, [batch · seq, hidden]), W, b)`` of a static x (what
+    simplify's standard ``gemm`` pass makes of an attention's projections)."""
+    gemm_at = _producer(index, name, "Gemm")
+    if gemm_at is not None:
+        return _gemm_projection(index, gemm_at, reader, consts, types, read)
+    nodes: list[int] = []
+    bias = None
+    add_at = _producer(index, name, "Add")
+    if add_at is not None:
+        add = index.nodes[add_at]
+        matmul_out = next((n for n in add.input if _producer(index, n, "MatMul") is not None), None)
+        if matmul_out is None or not _only_for(index, name, reader):
+            return None
+        bias = _other(add, matmul_out)
+        nodes.append(add_at)
+        name, reader = matmul_out, add_at
+    at = _producer(index, name, "MatMul")
+    if at is None or not _only_for(index, name, reader):
+        return None
+    matmul = index.nodes[at]
+    shape = _matrix(consts, matmul.input[1])
+    if shape is None or matmul.input[0] in consts or (bias is not None and not _vector(consts, bias, shape[1])):
+        return None
+    nodes.append(at)
+    return matmul.input[0], matmul.input[1], bias, shape[1], nodes, False
+
+
+def _gemm_projection(index: GraphIndex, at: int, reader: int, consts: Mapping[str, onnx.TensorProto], types: Types,
+                     read: Read) -> tuple[str, str, str | None, int, list[int], bool] | None:
+    gemm = index.nodes[at]
+    if not _only_for(index, gemm.output[0], reader) or len(gemm.input) < 2 or _attr(gemm, "alpha", 1.0) != 1.0 \
+            or _attr(gemm, "beta", 1.0) != 1.0 or _attr(gemm, "transA", 0) != 0:
+        return None
+    transposed = bool(_attr(gemm, "transB", 0))
+    shape = _matrix(consts, gemm.input[1])
+    if shape is None:
+        return None
+    inner, width = (shape[1], shape[0]) if transposed else shape
+    bias = gemm.input[2] if len(gemm.input) > 2 and gemm.input[2] else None
+    if bias is not None and not _vector(consts, bias, width):
+        return None
+    flat_at = _producer(index, gemm.input[0], "Reshape")
+    if flat_at is None:
+        return None
+    x = index.nodes[flat_at].input[0]
+    dims = _dims(types.get(x))
+    target = _ints(consts, read, index.nodes[flat_at].input[1])
+    if dims is None or len(dims) != 3 or not all(isinstance(d, int) and d > 0 for d in dims) or target is None \
+            or len(target) != 2 or dims[2] != inner or target[1] not in (inner, -1) \
+            or target[0] not in (-1, dims[0] * dims[1]) or target == [-1, -1]:  # type: ignore[operator]
+        return None
+    return x, gemm.input[1], bias, width, [at], transposed
+
+
+def _split_heads(target: list[int] | None, x_dims: list[int | str], width: int) -> tuple[int, int] | None:
+    """(heads, head size) when the Reshape target splits ``[batch, seq, width]`` into ``[batch, seq,
+    heads, size]`` at every batch and sequence length, else None."""
+    if target is None or len(target) != 4 or target.count(-1) > 1 or any(t < -1 for t in target):
+        return None
+    for t, dim in zip(target[:2], x_dims[:2]):
+        if t not in (0, -1) and not (isinstance(dim, int) and t == dim):
+            return None
+    heads, size = target[2], target[3]
+    if heads == -1 and size > 0 and width % size == 0:
+        heads = width // size
+    elif size == -1 and heads > 0 and width % heads == 0:
+        size = width // heads
+    if heads <= 0 or size <= 0 or heads * size != width:
+        return None
+    return heads, size
+
+
+def _merge(index: GraphIndex, context_at: int, v: _Head, consts: Mapping[str, onnx.TensorProto], types: Types,
+           read: Read) -> list[int] | None:
+    """The positions of ``Transpose [0, 2, 1, 3]`` and the Reshape to ``[batch, seq, heads · size]`` after
+    the context MatMul (the Reshape last), or None."""
+    context = index.nodes[context_at]
+    transpose_at = _sole_reader(index, context.output[0])
+    if transpose_at is None:
+        return None
+    transpose = index.nodes[transpose_at]
+    if transpose.op_type != "Transpose" or transpose.domain not in _STANDARD \
+            or list(_attr(transpose, "perm", [])) != [0, 2, 1, 3]:  # type: ignore[call-overload]
+        return None
+    reshape_at = _sole_reader(index, transpose.output[0])
+    if reshape_at is None:
+        return None
+    reshape = index.nodes[reshape_at]
+    if reshape.op_type != "Reshape" or reshape.domain not in _STANDARD or reshape.input[0] != transpose.output[0] \
+            or _attr(reshape, "allowzero", 0):
+        return None
+    target = _ints(consts, read, reshape.input[1])
+    x_dims = _dims(types.get(v.x)) or []
+    if target is None or len(target) != 3 or target.count(-1) > 1 or len(x_dims) != 3:
+        return None
+    for t, dim in zip(target[:2], x_dims[:2]):
+        if t not in (0, -1) and not (isinstance(dim, int) and t == dim):
+            return None
+    if target[2] not in (-1, v.width):
+        return None
+    return [transpose_at, reshape_at]
+
+
+# ------------------------------------------------------------------------------------------ Gelu
+
+
+def fuse_gelu(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto], types: Types, read: Read,
+              taken: set[str]) -> int:
+    """Replace each ``x · 0.5 · (1 + erf(x / √2))`` by ``com.microsoft::Gelu`` or, where x adds a 1-D
+    constant bias, ``BiasGelu`` (module docstring).
+
+    Returns:
+        How many nodes went.
+    """
+    index = GraphIndex(graph)
+    replaced: dict[int, onnx.NodeProto] = {}
+    removed: list[int] = []
+    claimed: set[int] = set()
+    for i, node in enumerate(index.nodes):
+        if node.op_type != "Erf" or node.domain not in _STANDARD:
+            continue
+        found = _gelu_at(index, i, consts, read)
+        if found is None or claimed & set(found[1]):
+            continue
+        x, nodes = found
+        claimed.update(nodes)
+        last = nodes[-1]
+        out = index.nodes[last].output[0]
+        name = index.nodes[last].name or out
+        bias = _bias_of(index, x, nodes, consts, types)
+        if bias is not None and bias[2] not in claimed:
+            a, b, add_at = bias
+            claimed.add(add_at)
+            replaced[last] = helper.make_node("BiasGelu", [a, b], [out], name=_fresh(f"{name}/BiasGelu", taken),
+                                              domain=DOMAIN)
+            removed.append(add_at)
+        else:
+            replaced[last] = helper.make_node("Gelu", [x], [out], name=_fresh(f"{name}/Gelu", taken), domain=DOMAIN)
+        removed.extend(n for n in nodes if n != last)
+    return _replace(graph, index, replaced, removed) if replaced else 0
+
+
+def _gelu_at(index: GraphIndex, erf_at: int, consts: Mapping[str, onnx.TensorProto],
+             read: Read) -> tuple[str, list[int]] | None:
+    """(x, the pattern's node positions with the one writing the result last) around the Erf at ``erf_at``."""
+    erf = index.nodes[erf_at]
+    scaled_at = index.producer.get(erf.input[0])
+    if scaled_at is None or not _only_for(index, erf.input[0], erf_at):
+        return None
+    scaled = _scale_of(index, scaled_at, consts, read)
+    if scaled is None:
+        return None
+    x, node = scaled[0], index.nodes[scaled_at]
+    constant = _scalar(consts, read, node.input[1] if node.op_type == "Div" else _other(node, x))
+    if constant != (_SQRT2 if node.op_type == "Div" else _RSQRT2):
+        return None
+    plus_at = _sole_reader(index, erf.output[0])
+    if plus_at is None:
+        return None
+    plus = index.nodes[plus_at]
+    if plus.op_type != "Add" or plus.domain not in _STANDARD or _scalar(consts, read, _other(plus, erf.output[0])) != 1.0:
+        return None
+    # x · (1 + erf) · 0.5 in one of three associations
+    first_at = _sole_reader(index, plus.output[0])
+    if first_at is None:
+        return None
+    first = index.nodes[first_at]
+    if first.op_type != "Mul" or first.domain not in _STANDARD or len(first.input) != 2:
+        return None
+    operand = _other(first, plus.output[0])
+    nodes = [scaled_at, erf_at, plus_at]
+    if operand == x or _scalar(consts, read, operand) == 0.5:  # (x · s) · 0.5 or (s · 0.5) · x
+        second_at = _sole_reader(index, first.output[0])
+        if second_at is None:
+            return None
+        second = index.nodes[second_at]
+        wanted = 0.5 if operand == x else None
+        rest = _other(second, first.output[0]) if second.op_type == "Mul" and len(second.input) == 2 else None
+        if second.domain not in _STANDARD or rest is None or \
+                (wanted is not None and _scalar(consts, read, rest) != wanted) or (wanted is None and rest != x):
+            return None
+        return x, [*nodes, first_at, second_at]
+    half_at = _producer(index, operand, "Mul")  # (x · 0.5) · s
+    if half_at is None or not _only_for(index, operand, first_at):
+        return None
+    half = index.nodes[half_at]
+    if x not in half.input or _scalar(consts, read, _other(half, x)) != 0.5:
+        return None
+    return x, [*nodes, half_at, first_at]
+
+
+def _bias_of(index: GraphIndex, x: str, nodes: list[int], consts: Mapping[str, onnx.TensorProto],
+             types: Types) -> tuple[str, str, int] | None:
+    """(a, b, the Add's position) when x = Add(a, b) with b a 1-D constant of a's last dim, and x is read
+    by the Gelu's nodes alone."""
+    add_at = _producer(index, x, "Add")
+    if add_at is None or x in index.output_set or not set(index.consumers.get(x, [])) <= set(nodes):
+        return None
+    add = index.nodes[add_at]
+    for a, b in ((add.input[0], add.input[1]), (add.input[1], add.input[0])):
+        tensor = consts.get(b)
+        if a in consts or tensor is None or tensor.data_type != _FLOAT or len(tensor.dims) != 1:
+            continue
+        width = int(tensor.dims[0])
+        matmul_at = _producer(index, a, "MatMul")
+        shape = _matrix(consts, index.nodes[matmul_at].input[1]) if matmul_at is not None else None
+        dims = _dims(types.get(a))
+        if (shape is not None and shape[1] == width) or (dims and dims[-1] == width and _elem(types.get(a)) == _FLOAT):
+            return a, b, add_at
+    return None
+
+
+# ------------------------------------------------------------------------ Add + LayerNormalization
+
+
+def fuse_skip_layernorm(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto], types: Types,
+                        taken: set[str]) -> int:
+    """Replace ``LayerNormalization(Add(a, b))`` over the last axis by ``com.microsoft::SkipLayerNormalization``
+    (module docstring).
+
+    Returns:
+        How many nodes went.
+    """
+    index = GraphIndex(graph)
+    replaced: dict[int, onnx.NodeProto] = {}
+    removed: list[int] = []
+    claimed: set[int] = set()
+    for i, node in enumerate(index.nodes):
+        if node.op_type != "LayerNormalization" or node.domain not in _STANDARD:
+            continue
+        found = _skip_at(index, i, consts, types)
+        if found is None or claimed & set(found[1]):
+            continue
+        inputs, nodes, keep_sum = found
+        claimed.update(nodes)
+        outputs = [node.output[0]]
+        if keep_sum:
+            outputs += ["", "", index.nodes[nodes[1]].output[0]]
+        attrs: dict[str, Any] = {"epsilon": float(_attr(node, "epsilon", 1e-5))}  # type: ignore[arg-type]
+        replaced[i] = helper.make_node("SkipLayerNormalization", inputs, outputs, domain=DOMAIN,
+                                       name=_fresh(f"{node.name or node.output[0]}/SkipLayerNormalization", taken),
+                                       **attrs)
+        removed.extend(nodes[1:])
+    return _replace(graph, index, replaced, removed) if replaced else 0
+
+
+def _skip_at(index: GraphIndex, i: int, consts: Mapping[str, onnx.TensorProto],
+             types: Types) -> tuple[list[str], list[int], bool] | None:
+    """(SkipLayerNormalization's inputs, positions [the LayerNormalization, the Add, the bias Add?],
+    whether the sum is read elsewhere too) for the LayerNormalization at ``i``."""
+    norm = index.nodes[i]
+    if _attr(norm, "axis", -1) not in (-1, 2) or _attr(norm, "stash_type", 1) != 1 or len(norm.input) < 2 \
+            or any(o for o in norm.output[1:]):
+        return None
+    add_at = _producer(index, norm.input[0], "Add")
+    if add_at is None or norm.input[0] in index.output_set:
+        return None
+    keep_sum = index.consumers.get(norm.input[0], []) != [i]
+    add = index.nodes[add_at]
+    a, b = add.input[0], add.input[1]
+    da, db = _dims(types.get(a)), _dims(types.get(b))
+    if a == b or da is None or db is None or len(da) != 3 or len(da) != len(db) \
+            or not all(_same_dim(x, y) for x, y in zip(da, db)) or not isinstance(da[-1], int) \
+            or _elem(types.get(a)) != _FLOAT or _elem(types.get(b)) != _FLOAT:
+        return None
+    hidden = da[-1]
+    scale = norm.input[1]
+    beta = norm.input[2] if len(norm.input) > 2 and norm.input[2] else ""
+    if not _vector(consts, scale, hidden) or (beta and not _vector(consts, beta, hidden)):
+        return None
+    nodes = [i, add_at]
+    inputs = [a, b, scale, beta]
+    for side, other in ((a, b), (b, a)):
+        bias_at = _producer(index, side, "Add")
+        if bias_at is None or not _only_for(index, side, add_at):
+            continue
+        bias_add = index.nodes[bias_at]
+        for data, bias in ((bias_add.input[0], bias_add.input[1]), (bias_add.input[1], bias_add.input[0])):
+            if data not in consts and _vector(consts, bias, hidden) and _same_shape(types, data, side):
+                nodes.append(bias_at)
+                inputs = [data, other, scale, beta, bias]
+                break
+        if len(nodes) == 3:
+            break
+    if not beta and len(inputs) == 4:
+        inputs = inputs[:3]
+    return inputs, nodes, keep_sum
+
+
+def _same_shape(types: Types, a: str, b: str) -> bool:
+    """Whether ``a`` is proven of ``b``'s shape (a bias Add that does not broadcast its data input)."""
+    da, db = _dims(types.get(a)), _dims(types.get(b))
+    return da is not None and db is not None and len(da) == len(db) and all(_same_dim(x, y) for x, y in zip(da, db))

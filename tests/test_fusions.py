@@ -1,0 +1,398 @@
+"""simplify's target 'onnxruntime': attention, GELU and Add + LayerNormalization fused into ONNX Runtime's
+contrib operators, on small encoders built the way torch.onnx writes them and the way bench/generate.py
+does; and the near-misses (a mask, a scale that is not a scalar, head counts that disagree, another
+constant) left as they are.
+
+Every fused result passes onnx.checker (full) and runs in ONNX Runtime against the input's values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from conftest import fixture, folder_digest
+from onnx import TensorProto, helper, numpy_helper
+
+import graphkit as gk
+from graphkit._model import is_external
+from graphkit._simplify import PASSES, op_counts
+from graphkit.cli import main
+
+HIDDEN, HEADS, SEQ = 16, 2, 5
+#: The fused kernels sum in another order than the decomposed graph.
+ATOL = 1e-5
+
+
+class _Builder:
+    """Nodes and initializers of an encoder, named as torch.onnx names them."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.count = 0
+
+    def const(self, value: Any, dtype: Any = np.float32) -> str:
+        self.count += 1
+        name = f"/Constant_{self.count}_output_0"
+        self.nodes.append(helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(value, dtype), name)))
+        return name
+
+    def init(self, value: np.ndarray, stem: str = "w") -> str:
+        self.count += 1
+        name = f"{stem}.{self.count}"
+        self.inits.append(numpy_helper.from_array(value, name))
+        return name
+
+    def weight(self, *shape: int) -> str:
+        return self.init((self.rng.standard_normal(shape) / math.sqrt(shape[0])).astype(np.float32))
+
+    def node(self, op: str, inputs: list[str], **attrs: Any) -> str:
+        self.count += 1
+        name = f"/{op}_{self.count}"
+        self.nodes.append(helper.make_node(op, inputs, [name + "_output_0"], name=name, **attrs))
+        return name + "_output_0"
+
+    def model(self, x_dims: list[Any], y: str, *, opset: int = 17) -> gk.Model:
+        self.nodes.append(helper.make_node("Identity", [y], ["y"], name="/output/Identity"))
+        graph = helper.make_graph(self.nodes, "encoder", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_dims)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, x_dims)], self.inits)
+        proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+        onnx.checker.check_model(proto, full_check=True)
+        return gk.Model(proto)
+
+
+def _encoder(*, static: bool = True, layers: int = 2, style: str = "torch", mask: bool = False,
+             scale: str = "scores", batch_in_target: bool = False, gelu_half: float = 0.5, softmax_axis: int = -1,
+             pre_norm: bool = False, probs_output: bool = False) -> gk.Model:
+    """A post-LayerNorm (or ``pre_norm``) encoder: torch.onnx's style (Constant nodes, the head split
+    computed from ``Shape(x)``, K transposed twice, ``Div`` by √d) or generate.py's (constant ``[0, 0,
+    heads, size]`` targets, K transposed once, ``Mul`` by 1/√d). The keywords make the near-misses."""
+    b = _Builder()
+    size = HIDDEN // HEADS
+    x = "x"
+    extra_outputs: list[str] = []
+    for _ in range(layers):
+        if style == "torch":
+            shape = b.node("Shape", [x])
+            batch = b.node("Unsqueeze", [b.node("Gather", [shape, b.const(0, np.int64)], axis=0), b.const([0], np.int64)])
+            length = b.node("Unsqueeze", [b.node("Gather", [shape, b.const(1, np.int64)], axis=0), b.const([0], np.int64)])
+
+            def split(heads: int, batch: str = batch, length: str = length) -> str:
+                return b.node("Concat", [batch, length, b.const([heads], np.int64), b.const([HIDDEN // heads], np.int64)],
+                              axis=0)
+            merge = b.node("Concat", [batch, length, b.const([HIDDEN], np.int64)], axis=0)
+        else:
+            def split(heads: int) -> str:
+                return b.init(np.array([1 if batch_in_target else 0, 0, heads, HIDDEN // heads], np.int64), "shape")
+            merge = b.init(np.array([0, 0, HIDDEN], np.int64), "shape")
+        residual = x
+        if pre_norm:
+            x = b.node("LayerNormalization", [x, b.init(np.ones(HIDDEN, np.float32)), b.init(np.zeros(HIDDEN, np.float32))],
+                       axis=-1, epsilon=1e-5)
+        parts = {}
+        for part in "qkv":
+            heads = HEADS
+            w = b.weight(HIDDEN, HIDDEN)
+            if style == "torch":
+                w = b.node("Transpose", [w], perm=[1, 0])  # (nn.Linear's weight, folded by simplify)
+            h = b.node("Add", [b.node("MatMul", [x, w]), b.init(b.rng.standard_normal(HIDDEN).astype(np.float32))])
+            if scale == "q" and part == "q":
+                h = b.node("Mul", [h, b.const(1 / math.sqrt(size))])
+            h = b.node("Reshape", [h, split(heads)])
+            if part == "k" and style != "torch":
+                parts[part] = b.node("Transpose", [h], perm=[0, 2, 3, 1])
+            else:
+                parts[part] = b.node("Transpose", [h], perm=[0, 2, 1, 3])
+        k = b.node("Transpose", [parts["k"]], perm=[0, 1, 3, 2]) if style == "torch" else parts["k"]
+        scores = b.node("MatMul", [parts["q"], k])
+        if scale == "scores":
+            scores = b.node("Div", [scores, b.node("Sqrt", [b.node("Cast", [b.const(size, np.int64)], to=TensorProto.FLOAT)])]) \
+                if style == "torch" else b.node("Mul", [scores, b.init(np.array(1 / math.sqrt(size), np.float32), "scale")])
+        elif scale == "tensor":  # (one factor per key position: no scalar scale)
+            scores = b.node("Mul", [scores, b.init(np.full((1, 1, 1, SEQ), 0.3, np.float32), "scale")])
+        if mask:
+            scores = b.node("Add", [scores, b.init(np.where(np.arange(SEQ) < 3, 0, -1e4).astype(np.float32)
+                                                   .reshape(1, 1, 1, SEQ), "mask")])
+        probs = b.node("Softmax", [scores], axis=softmax_axis)
+        if probs_output:
+            extra_outputs.append(probs)
+        context = b.node("Transpose", [b.node("MatMul", [probs, parts["v"]])], perm=[0, 2, 1, 3])
+        attended = b.node("MatMul", [b.node("Reshape", [context, merge]), b.weight(HIDDEN, HIDDEN)])
+        attended = b.node("Add", [attended, b.init(b.rng.standard_normal(HIDDEN).astype(np.float32) * 0.1)])
+        if style == "torch":
+            attended = b.node("Dropout", [attended])
+        summed = b.node("Add", [residual, attended])
+        if pre_norm:  # (the sum is the residual stream: normalized for the FFN, and added to its output)
+            x = b.node("LayerNormalization", [summed, b.init(np.ones(HIDDEN, np.float32)),
+                                              b.init(np.zeros(HIDDEN, np.float32))], axis=-1, epsilon=1e-5)
+        else:
+            x = b.node("LayerNormalization", [summed, b.init(b.rng.uniform(0.5, 1.5, HIDDEN).astype(np.float32)),
+                                              b.init(b.rng.standard_normal(HIDDEN).astype(np.float32) * 0.1)],
+                       axis=-1, epsilon=1e-5)
+        up = b.node("Add", [b.node("MatMul", [x, b.weight(HIDDEN, 2 * HIDDEN)]),
+                            b.init(b.rng.standard_normal(2 * HIDDEN).astype(np.float32) * 0.1)])
+        erf = b.node("Erf", [b.node("Div", [up, b.const(math.sqrt(2))])])
+        gelu = b.node("Mul", [b.node("Mul", [up, b.node("Add", [erf, b.const(1.0)])]), b.const(gelu_half)])
+        down = b.node("Add", [b.node("MatMul", [gelu, b.weight(2 * HIDDEN, HIDDEN)]),
+                              b.init(b.rng.standard_normal(HIDDEN).astype(np.float32) * 0.1)])
+        if pre_norm:
+            x = b.node("Add", [summed, down])
+        else:
+            x = b.node("LayerNormalization", [b.node("Add", [x, down]), b.init(np.ones(HIDDEN, np.float32)),
+                                              b.init(np.zeros(HIDDEN, np.float32))], axis=-1, epsilon=1e-5)
+    dims: list[Any] = [1, SEQ, HIDDEN] if static else ["batch", "sequence", HIDDEN]
+    model = b.model(dims, x)
+    for name in extra_outputs:
+        model.proto.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, HEADS, SEQ, SEQ]))
+    return model
+
+
+def _ops(model: gk.Model) -> dict[str, int]:
+    return op_counts(model)
+
+
+def _max_error(before: gk.Model, after: gk.Model, **dims: int) -> float:
+    """``after`` passes onnx.checker's full check; the largest difference of its outputs from ``before``'s."""
+    onnx.checker.check_model(str(after.path) if after.path else after.proto, full_check=True)
+    options = gk.FeedOptions(seed=3, dims=dims)
+    expected, found = gk.run(before, feed_options=options), gk.run(after, feed_options=options)
+    assert set(found) == set(expected)
+    return max(float(np.max(np.abs(found[k].astype(np.float64) - v))) for k, v in expected.items())
+
+
+def _fused(model: gk.Model, **kwargs: Any) -> gk.Model:
+    before = model.proto.SerializeToString()
+    result = gk.simplify(model, target="onnxruntime", **kwargs)
+    assert model.proto.SerializeToString() == before
+    return result
+
+
+# ------------------------------------------------------------------------------------ the matches
+
+
+@pytest.mark.parametrize("style", ["torch", "generate"])
+@pytest.mark.parametrize("static", [True, False])
+def test_an_encoder_becomes_seven_contrib_and_matmul_nodes_per_layer(style: str, static: bool) -> None:
+    model = _encoder(style=style, static=static)
+    result = _fused(model)
+    assert _ops(result) == {"com.microsoft::Attention": 2, "MatMul": 6, "com.microsoft::SkipLayerNormalization": 4,
+                            "com.microsoft::BiasGelu": 2}
+    assert {(o.domain, o.version) for o in result.proto.opset_import} == {("", 17), ("com.microsoft", 1)}
+    attention = next(n for n in result.graph.node if n.op_type == "Attention")
+    attrs = {a.name: helper.get_attribute_value(a) for a in attention.attribute}
+    assert attrs["num_heads"] == HEADS and attrs["scale"] == pytest.approx(1 / math.sqrt(HIDDEN // HEADS))
+    weights = {t.name: t for t in result.graph.initializer}
+    assert list(weights[attention.input[1]].dims) == [HIDDEN, 3 * HIDDEN]
+    assert list(weights[attention.input[2]].dims) == [3 * HIDDEN]
+    assert _max_error(model, result) < ATOL
+    if not static:
+        assert _max_error(model, result, batch=3, sequence=7) < ATOL
+
+
+def test_the_default_target_writes_standard_onnx_only() -> None:
+    result = gk.simplify(_encoder())
+    assert not any(op.startswith("com.microsoft") for op in _ops(result))
+    assert all(o.domain == "" for o in result.proto.opset_import)
+
+
+def test_a_scale_on_q_before_the_head_split_is_the_attention_scale() -> None:
+    model = _encoder(style="generate", scale="q")
+    result = _fused(model)
+    attention = next(n for n in result.graph.node if n.op_type == "Attention")
+    scale = next(a.f for a in attention.attribute if a.name == "scale")
+    assert scale == pytest.approx(1 / math.sqrt(HIDDEN // HEADS))
+    assert _max_error(model, result) < ATOL
+
+
+def test_no_scale_at_all_is_written_as_scale_one() -> None:
+    model = _encoder(style="generate", scale="none")
+    result = _fused(model)
+    attention = next(n for n in result.graph.node if n.op_type == "Attention")
+    assert next(a.f for a in attention.attribute if a.name == "scale") == 1.0
+    assert _max_error(model, result) < ATOL
+
+
+def test_a_pre_norm_residual_stream_is_written_by_skip_layernorm_fourth_output() -> None:
+    model = _encoder(style="generate", pre_norm=True, layers=1)
+    result = _fused(model)
+    skips = [n for n in result.graph.node if n.op_type == "SkipLayerNormalization"]
+    assert len(skips) == 1 and len(skips[0].output) == 4 and skips[0].output[3]
+    assert _ops(result)["com.microsoft::Attention"] == 1
+    assert _max_error(model, result) < ATOL
+
+
+# ------------------------------------------------------------------------------- the near-misses
+
+
+@pytest.mark.parametrize(("variant", "kept"), [
+    (dict(mask=True), "Softmax"),                      # an additive mask between the scores and the Softmax
+    (dict(scale="tensor"), "Softmax"),                 # a scale per key position, not a scalar
+    (dict(batch_in_target=True, static=False), "Softmax"),  # a head split that hard-codes batch 1 (dynamic batch)
+    (dict(softmax_axis=2), "Softmax"),                 # a Softmax over the queries
+    (dict(probs_output=True), "Softmax"),              # the probabilities are a graph output
+    (dict(gelu_half=0.49), "Erf"),                     # not GELU's 0.5
+])
+def test_a_pattern_that_almost_matches_is_left_alone(variant: dict[str, Any], kept: str) -> None:
+    model = _encoder(style="generate", **variant)
+    result = _fused(model)
+    counts = _ops(result)
+    assert counts.get(kept) == 2
+    if kept == "Softmax":
+        assert "com.microsoft::Attention" not in counts
+        assert counts["com.microsoft::BiasGelu"] == 2  # (the rest still fuses)
+    else:
+        assert "com.microsoft::BiasGelu" not in counts and "com.microsoft::Gelu" not in counts
+        assert counts["com.microsoft::Attention"] == 2
+    assert _max_error(model, result) < ATOL
+
+
+def _parse(text: str) -> gk.Model:
+    return gk.parse_model('<ir_version: 8, opset_import: ["" : 17]>\n' + text)
+
+
+def test_gelu_without_a_bias_is_gelu_and_the_tanh_form_is_not_matched() -> None:
+    model = _parse("""
+    g (float[2, 8] x) => (float[2, 8] y, float[2, 8] t)
+    <float r = {0.70710677}, float one = {1.0}, float half = {0.5}, float c = {0.7978846}, float k = {0.044715},
+     float three = {3.0}>
+    {
+      s = Mul(r, x)
+      e = Erf(s)
+      a = Add(one, e)
+      h = Mul(x, half)
+      y = Mul(a, h)
+      p = Pow(x, three)
+      q = Mul(p, k)
+      u = Add(x, q)
+      v = Mul(u, c)
+      w = Tanh(v)
+      z = Add(w, one)
+      m = Mul(x, z)
+      t = Mul(m, half)
+    }""")
+    result = gk.fuse_gelu(model)
+    counts = _ops(result)
+    assert counts["com.microsoft::Gelu"] == 1 and counts["Tanh"] == 1 and "Erf" not in counts
+    assert _max_error(model, result) < ATOL
+
+
+def test_gelu_with_an_approximate_sqrt2_is_left_alone() -> None:
+    model = _parse("""
+    g (float[2, 8] x) => (float[2, 8] y)
+    <float r = {1.4142}, float one = {1.0}, float half = {0.5}>
+    {
+      s = Div(x, r)
+      e = Erf(s)
+      a = Add(e, one)
+      m = Mul(x, a)
+      y = Mul(m, half)
+    }""")
+    with pytest.raises(gk.NoChangeError, match="fuse_gelu changes nothing"):
+        gk.fuse_gelu.__wrapped__(model)
+
+
+def test_an_add_that_broadcasts_is_no_skip_layernorm() -> None:
+    model = _parse("""
+    g (float[2, 3, 8] x, float[1, 1, 8] b) => (float[2, 3, 8] y, float[2, 3, 8] z)
+    <float[8] gamma = {1, 1, 1, 1, 1, 1, 1, 1}, float[8] beta = {0, 0, 0, 0, 0, 0, 0, 1}>
+    {
+      s = Add(x, b)
+      y = LayerNormalization<axis = -1>(s, gamma, beta)
+      t = Add(x, x)
+      z = LayerNormalization<axis = 1>(t, gamma, beta)
+    }""")
+    with pytest.raises(gk.NoChangeError, match="fuse_skip_layernorm changes nothing"):
+        gk.fuse_skip_layernorm.__wrapped__(model)
+
+
+# ---------------------------------------------------------------------- API, edit options, recipe
+
+
+def test_each_fusion_is_an_edit_of_its_own() -> None:
+    model = gk.simplify(_encoder(style="generate"))  # (standard: the Gemm-free 3-D projections stay MatMul)
+    steps: list[Callable[[gk.Model], gk.Model]] = [gk.fuse_attention, gk.fuse_gelu, gk.fuse_skip_layernorm]
+    result = model
+    for step in steps:
+        result = step(result)
+    assert _ops(result) == {"com.microsoft::Attention": 2, "MatMul": 6, "com.microsoft::SkipLayerNormalization": 4,
+                            "com.microsoft::BiasGelu": 2}
+    assert _max_error(model, result) < ATOL
+
+
+def test_an_onnxruntime_pass_needs_the_onnxruntime_target() -> None:
+    with pytest.raises(gk.UsageError, match="'attention' writes ONNX Runtime's contrib operators") as err:
+        gk.simplify_with_report(_encoder(), passes=["attention"])
+    assert "target='onnxruntime'" in err.value.hint
+    with pytest.raises(gk.UsageError, match="target"):
+        gk.simplify(_encoder(), target="tensorrt")
+
+
+def test_simplify_report_counts_the_fusions() -> None:
+    report = gk.simplify_with_report(_encoder(style="generate"), target="onnxruntime")
+    assert report.changes["attention"] > 0 and report.changes["gelu"] > 0 and report.changes["skip_layernorm"] > 0
+    skipped = gk.simplify_with_report(_encoder(style="generate"), target="onnxruntime",
+                                      passes=[*PASSES, "gelu"])
+    assert "com.microsoft::Attention" not in skipped.after and skipped.after["com.microsoft::BiasGelu"] == 2
+
+
+def test_cli_simplify_target_onnxruntime_verifies_and_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source, out = tmp_path / "enc.onnx", tmp_path / "out.onnx"
+    gk.save(_encoder(static=False), source)
+    assert main(["simplify", str(source), str(out), "--target", "onnxruntime", "--dim", "batch=2",
+                 "--dim", "sequence=7"]) == 0
+    said = capsys.readouterr().out
+    assert "com.microsoft::Attention" in said and "verified" in said
+    assert _ops(gk.load(out))["com.microsoft::Attention"] == 2
+    assert main(["simplify", str(source), str(tmp_path / "std.onnx"), "--skip", "attention"]) == 0
+    capsys.readouterr()
+
+
+def test_cli_edit_fusion_options_and_recipe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source, out, recipe = tmp_path / "enc.onnx", tmp_path / "out.onnx", tmp_path / "r.yaml"
+    gk.save(_encoder(style="generate"), source)
+    assert main(["edit", str(source), str(out), "--simplify", "--target", "onnxruntime", "--save-recipe", str(recipe)]) == 0
+    assert "target: onnxruntime" in recipe.read_text()
+    assert _ops(gk.load(out))["com.microsoft::Attention"] == 2
+    again = tmp_path / "again.onnx"
+    assert main(["edit", str(source), str(again), "--recipe", str(recipe)]) == 0
+    assert _ops(gk.load(again)) == _ops(gk.load(out))
+    fused = tmp_path / "fused.onnx"
+    assert main(["edit", str(source), str(fused), "--fuse-attention", "--fuse-gelu", "--fuse-skip-layernorm"]) == 0
+    assert {"com.microsoft::Attention", "com.microsoft::BiasGelu",
+            "com.microsoft::SkipLayerNormalization"} <= set(_ops(gk.load(fused)))
+    capsys.readouterr()
+    assert main(["edit", str(fused), str(tmp_path / "x.onnx"), "--fuse-attention"]) == 2
+    assert "hint:" in capsys.readouterr().err
+    assert main(["edit", str(source), str(tmp_path / "y.onnx"), "--cleanup", "--target", "onnxruntime"]) == 2
+    assert "--target 'onnxruntime' must follow --simplify" in capsys.readouterr().err
+
+
+def test_the_encoder_fixture_becomes_seven_nodes() -> None:
+    model = gk.load(fixture("encoder.onnx"))
+    result = _fused(model)
+    assert _ops(result) == {"com.microsoft::Attention": 1, "MatMul": 3, "com.microsoft::SkipLayerNormalization": 2,
+                            "com.microsoft::BiasGelu": 1}
+    assert _max_error(model, result, batch=2, sequence=9) < ATOL
+
+
+def test_external_weights_stay_on_disk_and_the_packed_ones_are_written(tmp_path: Path) -> None:
+    source = tmp_path / "in" / "model.onnx"
+    source.parent.mkdir()
+    gk.save(_encoder(style="generate"), source, external=True, location="model.data", size_threshold=256)
+    before = folder_digest(source.parent)
+    model = gk.load(source)
+    result = gk.simplify(model, target="onnxruntime")
+    kept = [t.name for t in result.graph.initializer if is_external(t)]
+    assert kept and not any("qkv" in name for name in kept)  # (what was not packed is read where it lies)
+    out = tmp_path / "out" / "model.onnx"
+    out.parent.mkdir()
+    gk.save(result, out, external=True, location="model.data")
+    assert folder_digest(source.parent) == before
+    assert _max_error(model, gk.load(out)) < ATOL
