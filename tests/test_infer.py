@@ -206,3 +206,26 @@ def test_infer_shapes_types_every_light_model(path: Path) -> None:
     shape = [d.dim_value or 1 for d in graph_input.type.tensor_type.shape.dim]
     feeds = {graph_input.name: np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
     _same_values(model, report.model, feeds)
+
+
+def test_infer_shapes_writes_no_even_split_where_the_sizes_come_at_run_time() -> None:
+    # ONNX Runtime's symbolic inference splits evenly when it cannot compute a Split's sizes: the
+    # onnx wheel's expanded RotaryEmbedding (sizes [head, 0] from Shape) was typed [.., 4] and [.., 4]
+    # where ONNX Runtime makes [.., 8] and [.., 0], and the typed model failed in ONNX Runtime
+    model = gk.parse_model("""
+        <ir_version: 8, opset_import: ["" : 18]>
+        g (float[2,8] x) => (float[2,8] y) {
+            t = Transpose <perm = [1, 0]> (x)
+            h = Shape <start = 0, end = 1> (t)
+            d = Identity (h)
+            z = Sub (h, d)
+            sizes = Concat <axis = 0> (d, z)
+            a, b = Split <axis = 1> (x, sizes)
+            y = Concat <axis = 1> (a, b)
+        }""")
+    typed = _types(gk.infer_shapes(model).lazy_proto.graph)
+    x = np.arange(16, dtype=np.float32).reshape(2, 8)
+    exposed = gk.expose(model, tensors=["a", "b"])
+    for name, value in gk.run(exposed, {"x": x}).items():
+        dims = typed.get(name, [])
+        assert all(not isinstance(d, int) or d == s for d, s in zip(dims, value.shape)), (name, dims, value.shape)
