@@ -27,13 +27,25 @@ from graphkit._graph import toposort_proto
 from graphkit._model import Model
 from graphkit.errors import ArgumentTypeError, InvalidModelError, UsageError
 
-__all__ = ["DEFAULT_OPSET", "GraphBuilder", "add_initializers", "dtype_to_onnx", "make_value_info", "parse_model"]
+__all__ = ["DEFAULT_OPSET", "GraphBuilder", "add_initializers", "ai_onnx_version_for", "dtype_to_onnx", "make_value_info",
+           "parse_model"]
 
 #: The default ai.onnx opset of built models (supported by every ONNX Runtime graphkit accepts).
 DEFAULT_OPSET = 17
 DEFAULT_IR_VERSION = 8
 
 Dim = int | str | None
+
+
+#: The newest ai.onnx version graphkit imports on its own (what every ONNX Runtime of the last years runs).
+_AI_ONNX_CAP = 21
+
+
+def ai_onnx_version_for(ir_version: int) -> int:
+    """The ai.onnx version to import into a model of ``ir_version`` that imports none: the newest its
+    IR version allows, at most 21 (version 1's Cast takes ``to`` as a string)."""
+    allowed = [int(row[2]) for row in onnx.helper.VERSION_TABLE if int(row[1]) <= max(ir_version, 3)]
+    return min(max(allowed, default=7), _AI_ONNX_CAP)
 
 
 def dtype_to_onnx(dtype: Any) -> int:

@@ -35,7 +35,7 @@ from onnx import numpy_helper
 from graphkit import _check_args as argcheck
 from graphkit import _ort, _progress
 from graphkit._build import dtype_to_onnx
-from graphkit._edit._common import _noop_returns_input, _refuse_function_tensor
+from graphkit._edit._common import _ensure_opset, _noop_returns_input, _refuse_function_tensor
 from graphkit._graph import subgraphs, toposort_proto
 from graphkit._io import external_ref
 from graphkit._model import Model, borrowed_path, is_borrowed, is_external, iter_tensors, unborrow
@@ -430,6 +430,8 @@ class _Converter:
             self._graph(self.proto.graph, "main graph", {}, inputs_fp16=fp16_io, outputs_fp16=fp16_io, main=True)
             self._settle_functions()
             toposort_proto(self.proto)
+            if any(n.domain in ("", "ai.onnx") for g in _graphs(self.proto.graph) for n in g.node):
+                _ensure_opset(self.proto, "")  # (Casts in a model that imports only custom domains)
         except BaseException:
             if self.spill is not None:
                 self.spill.discard()
@@ -1272,6 +1274,7 @@ def set_dtype(model: Model, /, tensor: str, dtype: str) -> Model:
         cast = onnx.helper.make_node("Cast", [inner], [name], name=_unique(f"{name}/Cast", _node_names(graph)), to=target)
         graph.node.append(cast)
         next(v for v in graph.output if v.name == name).type.tensor_type.elem_type = target
+    _ensure_opset(proto, "")
     toposort_proto(proto)
     return model.derive(proto)
 

@@ -19,6 +19,7 @@ import onnx
 from google.protobuf.message import EncodeError
 
 from graphkit import _check_args as argcheck
+from graphkit._build import ai_onnx_version_for
 from graphkit._graph import GraphIndex, node_label, subgraphs, toposort_proto
 from graphkit._io import raw_nbytes
 from graphkit._model import (
@@ -379,14 +380,16 @@ def _check_domains(proto: onnx.ModelProto, issues: list[Issue]) -> None:
             if domain not in imported and domain not in func_domains and domain not in missing:
                 missing[domain] = f"{node_label(node)} in function {func.name!r}"
     for domain, first in missing.items():
+        label = domain or "ai.onnx"
+        version = ai_onnx_version_for(proto.ir_version) if label == "ai.onnx" else 1
         issues.append(
             Issue(
                 "error",
                 "missing-opset-import",
                 f"domain {domain or 'ai.onnx'!r} is used (first by {first}) but the model imports no opset for it",
                 node=first,
-                hint=f"add an opset import for {domain!r} (set_opset(model, {domain!r}, 1))",
-                cli_hint=f"add an opset import for {domain!r} (python -m graphkit edit … --set-opset {domain}=1)",
+                hint=f"add an opset import for {label!r} (set_opset(model, {label!r}, {version}))",
+                cli_hint=f"add an opset import for {label!r} (python -m graphkit edit … --set-opset {label}={version})",
             )
         )
 

@@ -508,3 +508,16 @@ def test_a_scatter_with_a_reduction_stays_float32(op: str, reduction: str) -> No
     feeds = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=1))
     got = gk.run(report.model, _feeds16(feeds))["y"]  # (it runs)
     np.testing.assert_allclose(got.astype(np.float32), gk.run(model, feeds)["y"], rtol=2e-3, atol=2e-3)
+
+
+def test_casts_put_in_a_model_that_imports_only_a_custom_domain_get_an_ai_onnx_import() -> None:
+    # the onnx wheel's test_adagrad imports only ai.onnx.preview.training: the Casts around its kept
+    # node (to_float16) or in front of an input (set_dtype) made a model importing no ai.onnx
+    model = gk.parse_model("""
+        <ir_version: 7, opset_import: ["com.vendor" : 1]>
+        g (float[2] x) => (float[2] y) { y = com.vendor.Scale <factor = 2.0> (x) }""")
+    for edited in (gk.to_float16(model), gk.to_float16(model, keep_io_types=True), gk.set_dtype(model, "x", "float16")):
+        imports = {o.domain: o.version for o in edited.lazy_proto.opset_import}
+        casts = [n for n in edited.lazy_proto.graph.node if n.op_type == "Cast"]
+        assert imports["com.vendor"] == 1 and (not casts or imports[""] == 14)  # (IR 7's newest)
+        onnx.checker.check_model(edited.lazy_proto, full_check=True)

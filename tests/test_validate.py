@@ -227,3 +227,14 @@ def test_no_verb_changes_the_working_directory(tmp_path: Path, monkeypatch: pyte
         code = main([str(a) for a in args])
         assert code in (0, 1), (args, capsys.readouterr().err)
     assert gk.validate(gk.load(ext)).passed
+
+
+def test_a_missing_ai_onnx_import_hints_a_version_that_exists() -> None:
+    model = gk.load(fixture("whole_model.onnx")).copy()
+    del model.proto.opset_import[:]
+    issue = next(i for i in gk.validate(model).issues if i.code == "missing-opset-import")
+    assert "'ai.onnx'" in issue.message
+    assert "set_opset(model, 'ai.onnx', " in (issue.hint or "")
+    assert "--set-opset ai.onnx=" in (issue.cli_hint or ""), issue.cli_hint  # (it said '--set-opset =1')
+    version = int((issue.cli_hint or "").split("ai.onnx=")[1].split(")")[0])
+    assert gk.validate(gk.set_opset(model, "ai.onnx", version)).passed  # (one the model's IR version allows)

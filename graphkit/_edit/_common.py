@@ -13,6 +13,7 @@ import onnx
 from onnx import helper
 
 from graphkit import _check_args as argcheck
+from graphkit._build import ai_onnx_version_for
 from graphkit._edit._addressing import _Found, _function_graph, _position_in, _refuse_function_tensor
 from graphkit._edit._impossible import refuse_impossible_dims
 from graphkit._graph import GraphIndex, graph_tensor_names, node_label, subgraphs
@@ -306,8 +307,12 @@ _A = onnx.AttributeProto
 
 
 def _ensure_opset(proto: onnx.ModelProto, domain: str) -> None:
+    """Import ``domain`` if the model does not: version 1 of a custom domain, ``ai_onnx_version_for``
+    the model's IR version for ai.onnx (a model importing only a custom domain got ai.onnx 1, or no
+    import for the Casts put in it)."""
     if _opset_version(proto, domain) is None:
-        proto.opset_import.append(helper.make_opsetid(domain, 1))
+        version = ai_onnx_version_for(proto.ir_version) if domain in ("", "ai.onnx") else 1
+        proto.opset_import.append(helper.make_opsetid(domain, version))
 
 
 def _check_new_tensor_name(proto: onnx.ModelProto, new: str) -> None:
