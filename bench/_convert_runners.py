@@ -42,8 +42,9 @@ def graphkit_mixed(model: str, out: str, atol: float, rtol: float) -> dict[str, 
     result = gk.auto_mixed_precision(source, tolerance=gk.Tolerance(atol, rtol), keep_io_types=True,
                                      feeds=_feeds(model))
     gk.save(result.model, out)
-    return {"work_s": time.perf_counter() - start, "kept": len(result.kept), "runs": result.runs,
-            "trial_runs": result.trial_runs, "fragment_runs": result.fragment_runs, "passed": result.passed}
+    return {"work_s": time.perf_counter() - start, "kept": len(result.kept), "passes": result.passes,
+            "trials": result.trials, "runs": result.runs, "trial_runs": result.trial_runs,
+            "fragment_runs": result.fragment_runs, "passed": result.passed}
 
 
 def occ_mixed(model: str, out: str, atol: float, rtol: float) -> dict[str, Any]:

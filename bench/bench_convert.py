@@ -122,6 +122,7 @@ def main() -> int:
                              "or none")
     parser.add_argument("--mixed", action="store_true", help="also the mixed-precision searches")
     parser.add_argument("--big", action="store_true", help="also graphkit on the 2.7 GB external-weights model")
+    parser.add_argument("--only", choices=["graphkit", "occ"], help="run only this tool's jobs")
     parser.add_argument("--atol", type=float, default=1e-3)
     parser.add_argument("--rtol", type=float, default=1e-2)
     parser.add_argument("--timeout", type=float, default=900.0, help="per job, seconds")
@@ -138,6 +139,8 @@ def main() -> int:
                 jobs += [_job("graphkit auto-mixed", "graphkit_mixed", model, tmp / "gkmix.onnx", **tol),
                          _job("occ auto-mixed", "occ_mixed", model, tmp / "occmix.onnx", **tol)]
             for job in jobs:
+                if args.only and not job.name.startswith(args.only):
+                    continue
                 _measure.warm_cache([model])
                 result = _measure.run(job, timeout=args.timeout)
                 row: dict[str, Any] = {"model": model.stem, "job": job.name, "ok": result.ok,

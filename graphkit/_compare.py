@@ -85,6 +85,8 @@ _MIN_FRAGMENT_BYTES = 2**20  # the smallest budget a model's size sets (fragment
 _FIRST_NAMES = 5  # unmatched names listed in a report (the counts are complete)
 
 Progress = Callable[[int, int], None]
+#: A fragment rewritten before it runs: (model, feeds, exposed) -> (model, feeds, exposed name -> output).
+Adapt = Callable[[Model, Mapping[str, Any], list[str]], tuple[Model, dict[str, Any], dict[str, str]]]
 #: A fragment seen after it ran: (its nodes, its feeds, its exposed values).
 Visit = Callable[[list[int], Mapping[str, Any], Mapping[str, Any]], None]
 
@@ -939,11 +941,14 @@ class _Walker:
     def __init__(self, graph: _Graph, backend: str, feeds: Mapping[str, np.ndarray], wanted: set[str],
                  *, budget: int, label: str, progress: Progress | None = None, config: Settings | None = None,
                  notes: list[str] | None = None, first_step: int = 1, fusions: bool = False,
-                 visit: Visit | None = None) -> None:
+                 visit: Visit | None = None, cuts: Iterable[int] = (), adapt: Adapt | None = None) -> None:
         self.graph = graph
-        # (``visit`` sees each fragment's nodes, feeds and values after it ran: the mixed-precision
-        # search measures the fragment's nodes in float16 there, on values the walk holds anyway)
+        # (for the mixed-precision search: ``visit`` sees each fragment's nodes, feeds and values after
+        # it ran; a fragment ends before each node of ``cuts``, where a later trial may resume; ``adapt``
+        # rewrites a fragment before it runs: model, feeds, exposed -> model, feeds, exposed -> output)
         self.visit = visit
+        self.adapt = adapt
+        self.cuts = set(cuts)
         self.first_step = max(first_step, 1)  # (1: learn the bytes per node before growing)
         self.backend = backend
         self.config = config
@@ -1023,8 +1028,14 @@ class _Walker:
             what = f"{self.label}: running nodes {k + 1}-{end} of {total} (from {first!r})"
             if self.fusions:
                 exposed = self._unfused(chunk, produced, feeds, keep, exposed, last_use, what)
-            values = _execute(_fragment_model(self.graph, chunk, feeds, exposed), feeds, exposed, self.backend, what,
-                              self.config, self.notes)
+            fragment = _fragment_model(self.graph, chunk, feeds, exposed)
+            if self.adapt is None:
+                values = _execute(fragment, feeds, exposed, self.backend, what, self.config, self.notes)
+            else:
+                fragment, run_feeds, fetch = self.adapt(fragment, feeds, exposed)
+                got = _execute(fragment, run_feeds, list(fetch.values()), self.backend, what, self.config, self.notes)
+                values = {o: got[fetch[o]] for o in exposed}
+                del got, run_feeds
             self.runs += 1
             if self.visit is not None:
                 self.visit(chunk, feeds, values)
@@ -1110,7 +1121,8 @@ class _Walker:
                     size = sizes.get(o)
                     guessed = guessed or size is None
                     cost += (per_unknown or 0.0) if size is None else size
-            if end > k and (spent + cost > self.budget or (guessed and end - k >= nodes_at_most)):
+            if end > k and (spent + cost > self.budget or (guessed and end - k >= nodes_at_most)
+                            or self.order[end] in self.cuts):
                 break
             spent += cost
             end += 1

@@ -154,6 +154,8 @@ class Float16Conversion:
     clamped: tuple[Clamped, ...]
     #: The main-graph nodes (by position) that compute in float16.
     main_converted: tuple[int, ...] = field(default=(), repr=False)
+    #: The main graph's float16 tensors (node outputs, inserted Casts', inputs, weights).
+    main_float16: frozenset[str] = field(default=frozenset(), repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (without the model)."""
@@ -389,6 +391,7 @@ class _Converter:
         self.store = store
         self.keep_main = dict(keep_main or {})
         self.main_converted: list[int] = []
+        self.main_float16: frozenset[str] = frozenset()
         self.keep_io_types = keep_io_types
         self.keep_op = keep_op
         self.keep_node = set(keep_node)
@@ -439,7 +442,8 @@ class _Converter:
         if self.store is not None:
             self.store.adopt_rest(self.source, self.proto)
             return Float16Conversion(Model(self.proto, self.store.folder, None), self.converted, tuple(self.kept),
-                                     self.casts, self.weights, tuple(self.clamped), tuple(self.main_converted))
+                                     self.casts, self.weights, tuple(self.clamped), tuple(self.main_converted),
+                                     self.main_float16)
         base_dir = self.source.base_dir
         if self.spill is not None:
             self.spill.adopt_rest(self.source, self.proto)
@@ -449,7 +453,7 @@ class _Converter:
         if self.spill is not None:
             weakref.finalize(result, shutil.rmtree, str(self.spill.folder), True)
         return Float16Conversion(result, self.converted, tuple(self.kept), self.casts, self.weights,
-                                 tuple(self.clamped), tuple(self.main_converted))
+                                 tuple(self.clamped), tuple(self.main_converted), self.main_float16)
 
     def _check_keep_nodes(self) -> None:
         main = self.source.lazy_proto.graph
@@ -619,6 +623,9 @@ class _Converter:
             if final and value.type.HasField("tensor_type"):
                 value.type.tensor_type.elem_type = final
         self._retype_value_info(graph, natural, variant)
+        if main:
+            self.main_float16 = frozenset({shown for (_, dtype), shown in variant.items() if dtype == FLOAT16}
+                                          | {n for n, t in types.items() if t == FLOAT16})
         graph.node.extend(new_nodes)
         graph.initializer.extend(new_inits)
 

@@ -9,15 +9,24 @@ fragment's session holds its weights only, a value is dropped after its last rea
    float32 values of its own inputs (decoupled models cut to the fragment budget, so an error is the
    node's own and not inherited from upstream). Two passes of work: every node in float32 and again
    in float16.
-2. The float16 model: if its outputs are within tolerance, nothing is kept. Keeping a node float32
-   can also make the outputs worse (a Cast where ONNX Runtime would have kept float32 values), so no
-   guess replaces this run.
-3. The nodes that overflow float16 on their own (NaN/Inf where float32 has none) and the few whose
-   own relative error stands out are kept; if the outputs still leave tolerance (and keeping every
-   node float32 does not: else the search stops, ``passed`` False), a galloping search along the
-   ranking by own error and a bisection find the shortest prefix that brings them back. A last pass
-   tries each kept node away, least error first, keeping those the outputs need (within
+2. The guess: the nodes that overflow float16 on their own (NaN/Inf where float32 has none) and the
+   few whose own relative error stands out. The float16 model is tried first, unless a node's own
+   error alone is beyond the outputs' tolerance and the guess holds no overflow; keeping a node
+   float32 can also make the outputs worse (a Cast where ONNX Runtime would have kept float32
+   values), so a guess that fails is followed by the float16 model.
+3. If neither passes (and keeping every node float32 does: else the search stops, ``passed``
+   False), a galloping search along the ranking by own error and a bisection find the shortest
+   prefix that brings the outputs back. A last pass tries each kept node away, least error first,
+   keeping those the outputs need, until each node left was tried away from the set left (within
    2·log2(nodes) trials; the nodes it has no trial left for stay, marked so).
+
+A trial computes only what earlier trials did not: the values a walk passes between fragments are
+kept on disk under the signature of the computation that made them, and a walk starts from the latest
+such values its outputs depend on; its fragments end around the nodes later trials will change, where
+no float16 value is alive. Where a walk must pass a float16 value between fragments (a model beyond the
+budget), it passes it as float32 when ONNX Runtime's CPU provider holds it in float32 inside one session
+(it computes float16 nodes it has no kernel for in float32 between Casts it removes in pairs), so that
+the fragments compute what one session does as far as that can be read from its graph.
 
 Every trial converts the graph again but reads each weight's float16 (or float32) copy from one scratch
 store written on first use (``graphkit._convert.WeightStore``), so a trial costs its sessions and runs,
@@ -28,10 +37,15 @@ ONNX Runtime session runs.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,6 +65,7 @@ from graphkit._convert import (
 from graphkit._graph import GraphIndex
 from graphkit._model import Model
 from graphkit._options import FeedOptions, Tolerance
+from graphkit._ort import Settings
 from graphkit._run import input_specs, make_feeds, run
 from graphkit._submodel import submodel
 from graphkit.errors import RuntimeFailure, UsageError
@@ -245,6 +260,8 @@ class _Search:
         self.trials: dict[frozenset[int], _Trial] = {}
         self.local: dict[int, _Local] = {}
         self.reference: dict[str, Any] = {}
+        self.values = _Values()
+        self.guess: set[int] = set()  # the first float32 set the search tries after the float16 model
         self.expected = 3
         self.candidates: list[int] = []
         self.taken = set(self.index.all_tensor_names)
@@ -260,14 +277,22 @@ class _Search:
         overflow = [k for k in candidates if k in self.local and self.local[k].overflow]
         rank = {k: r for r, k in enumerate(candidates)}
         ranking = sorted((k for k in candidates if k not in set(overflow)), key=lambda k: (-self._relative(k), rank[k]))
-        # (the float16 model first: keeping a node float32 can also make the outputs worse, a Cast
-        # where ONNX Runtime would have kept float32 values, so no guess replaces this run)
-        if self._trial(set()).passed:
-            return self._result(set(), {}, candidates)
         base = set(overflow)
         first = self._gap(ranking)
-        if (base or first) and self._trial(base | set(ranking[:first])).passed:
-            chosen = base | set(ranking[:first])
+        self.guess = base | set(ranking[:first])
+        # The float16 model first, unless some node's own error alone is beyond the outputs' tolerance
+        # and the guess holds no overflow (ONNX Runtime's CPU provider keeps many float16 values
+        # float32 inside one session, so an overflow alone is weak evidence): then the guess first,
+        # and the last pass proves each of its nodes needed or drops it. Keeping a node float32 can
+        # also make the outputs worse (a Cast where ONNX Runtime would have kept float32 values), so
+        # a guess that fails is followed by the float16 model before the search widens.
+        guess_first = bool(self.guess) and not base and self._evident()
+        if not guess_first and self._trial(set()).passed:
+            return self._result(set(), {}, candidates)
+        if self.guess and self._trial(self.guess).passed:
+            chosen = set(self.guess)
+        elif guess_first and self._trial(set()).passed:
+            return self._result(set(), {}, candidates)
         elif not self._all_float32_passes(candidates):
             log.info("the outputs leave tolerance even with every node float32")
             return self._result(set(), {}, candidates, passed=False)
@@ -276,6 +301,14 @@ class _Search:
         kept = self._minimize(chosen, set(overflow), rank)
         return self._result(set(kept), kept, candidates)
 
+    def _evident(self) -> bool:
+        """Whether some node's own error (not an overflow: ONNX Runtime's CPU provider keeps many float16
+        values float32 inside one session) is beyond what the outputs may differ by."""
+        scale = max((float(np.max(np.abs(v))) for v in self.reference.values()
+                     if isinstance(v, np.ndarray) and v.dtype.kind in "fiu" and v.size), default=0.0)
+        allowed = self.tolerance.atol + self.tolerance.rtol * scale
+        return any(not local.overflow and local.max_abs > allowed for local in self.local.values())
+
     def _all_float32_passes(self, candidates: list[int]) -> bool:
         """Whether keeping every candidate float32 passes: without a run when that is exactly the float32
         model."""
@@ -283,18 +316,25 @@ class _Search:
 
     def _minimize(self, chosen: set[int], overflow: set[int], rank: Mapping[int, int]) -> dict[int, MixedNode]:
         """Try each node of ``chosen`` away, least own error first (the overflowing ones last), keeping
-        those the outputs need; within a budget of runs (the nodes not tried stay, marked so)."""
+        those the outputs need, until each node left was tried away from the set left (keeping a node
+        float32 can also hurt, so one that was needed may no longer be once another goes); within a
+        budget of trials (the nodes not tried stay, marked so)."""
         needed: dict[int, _Trial] = {}
         budget = len(self.trials) + 2 * max(1, math.ceil(math.log2(len(rank) + 1)))
-        for k in sorted(chosen, key=lambda k: (k in overflow, self._relative(k), -rank[k])):
-            without = chosen - {k}
-            if frozenset(without) not in self.trials and len(self.trials) >= budget:
-                continue  # (not tried: it stays)
-            trial = self._trial(without)
-            if trial.passed:
-                chosen = without
-            else:
-                needed[k] = trial
+        changed = True
+        while changed:  # (until each node left was tried away from the set that is left)
+            changed = False
+            for k in sorted(chosen, key=lambda k: (k in overflow, self._relative(k), -rank[k])):
+                without = chosen - {k}
+                if frozenset(without) not in self.trials and len(self.trials) >= budget:
+                    continue  # (not tried: it stays)
+                trial = self._trial(without)
+                if trial.passed:
+                    chosen = without
+                    changed = changed or bool(needed)
+                    needed.pop(k, None)
+                else:
+                    needed[k] = trial
         kept: dict[int, MixedNode] = {}
         for k in chosen:
             if k in needed:
@@ -369,7 +409,7 @@ class _Search:
         if key == frozenset(self.candidates) and self._all_float32_is_the_model():
             got: dict[str, Any] = dict(self.reference)
         else:
-            got = self._walk(self._convert(dict.fromkeys(keep, "auto-mixed: searching")))
+            got = self._walk(self._convert(dict.fromkeys(keep, "auto-mixed: searching")), set(keep) | self.guess)
         errors: dict[str, float] = {}
         passed = True
         for name, want in self.reference.items():
@@ -382,35 +422,114 @@ class _Search:
         self.trials[key] = _Trial(errors, passed)
         return self.trials[key]
 
-    def _walk(self, conversion: Float16Conversion) -> dict[str, Any]:
+    def _walk(self, conversion: Float16Conversion, cuts: set[int]) -> dict[str, Any]:
         """The outputs of a converted model, run fragment by fragment as compare walks a model: each
         fragment's session holds its weights only (read from the one store), and a value is dropped
         after its last reader. A model within the fragment budget runs in one session, as the user's
         will; in a larger one a float16 value that passes between fragments is rounded to float16 there,
         as the model declares it (inside one session ONNX Runtime's CPU provider computes most float16
-        nodes in float32 between Casts it removes, so a walk's outputs may differ from one session's)."""
-        model = conversion.model
-        feeds = {}
-        for spec in input_specs(model):
-            value = self.feeds[spec.name]
-            feeds[spec.name] = value.astype(spec.dtype) if value.dtype != spec.dtype else value
-        index = GraphIndex(model.lazy_proto.graph)
-        total = max(1, len(model.lazy_proto.graph.node))
+        nodes in float32 between Casts it removes, so a walk's outputs may differ from one session's).
 
-        def ran(chunk: list[int], _feeds: Mapping[str, Any], _values: Mapping[str, Any]) -> None:
-            self.work += len(chunk) * len(self.nodes) / total
+        Only what earlier trials did not compute runs: every value a walk passes between fragments is
+        kept on disk under the signature of the computation that made it (``_signatures``), and the
+        walk starts from the latest such values its outputs depend on. A walk's fragments end before
+        each node of ``cuts`` (main-graph positions of the float32 model), where later trials that
+        change that node resume, where no float16 value passes between them (``_cuts``: ONNX Runtime
+        then computes the same values as in one session)."""
+        model = conversion.model
+        proto = model.lazy_proto
+        index = GraphIndex(proto.graph)
+        sigs = _signatures(proto, index)
+        outputs = list(self.reference)
+        stored, inputs, nodes = self._plan(index, sigs, outputs)
+        feeds: dict[str, Any] = {}
+        for spec in input_specs(model):
+            if spec.name in inputs:
+                value = self.feeds[spec.name]
+                feeds[spec.name] = value.astype(spec.dtype) if value.dtype != spec.dtype else value
+        feeds.update({n: self.values.get(sigs[n]) for n in stored})
+        walked = model
+        if stored:  # (resumed: the nodes left, reading the stored values)
+            order = [i for i in index.order if i in nodes]
+            infos = {v.name: v for v in proto.graph.input}
+            piece = submodel(proto, index, order,
+                             inputs=[_value_info(n, feeds[n]) if n in stored else infos[n] for n in feeds],
+                             outputs=[onnx.ValueInfoProto(name=o) for o in outputs],
+                             initializers={r for i in order for r in index.node_reads[i] if r in index.initializers},
+                             graph_name=proto.graph.name)
+            walked = model.derive(piece)
+            index = GraphIndex(piece.graph)
+        share = len(self.nodes) / max(1, len(proto.graph.node))
+
+        def ran(chunk: list[int], _feeds: Mapping[str, Any], values: Mapping[str, Any]) -> None:
+            self.work += len(chunk) * share
+            for name, value in values.items():
+                self.values.put(sigs.get(name), value)
             self._ran(trial=True)
 
-        walker = _Walker(_Graph(model, index, {}, self.model.name), "ort", feeds, set(self.reference),
+        half, ends = conversion.main_float16, set(outputs) | {v.name for v in proto.graph.input}
+        inside: list[set[str]] = []  # (asked of ONNX Runtime once, when a float16 value crosses fragments)
+
+        def adapt(fragment: Model, given: Mapping[str, Any],
+                  exposed: list[str]) -> tuple[Model, dict[str, Any], dict[str, str]]:
+            if not any(n in half and n not in ends for n in (*given, *exposed)):
+                return fragment, dict(given), {n: n for n in exposed}
+            if not inside:
+                inside.append(_float32_inside(model, half))
+            return _widen(fragment, given, exposed, inside[0])
+
+        walker = _Walker(_Graph(walked, index, {}, self.model.name), "ort", feeds, set(outputs),
                          budget=DEFAULT_FRAGMENT_BYTES, label=f"{self.model.name} (mixed precision, trial)",
-                         first_step=self._first_step(), visit=ran)
+                         first_step=self._first_step(), visit=ran, adapt=adapt)
         # (the whole budget, not compare's quarter of a run: one side runs, and a model within it runs
         # in one session, exactly as the user's session will)
         walker.budget = DEFAULT_FRAGMENT_BYTES
+        walker.cuts = _cuts(walker.order, index, conversion.main_float16,
+                            [i for i in (self._converted_node(index, k) for k in cuts) if i is not None])
         got: dict[str, Any] = {}
         for batch in walker:
             got.update(batch)
-        return got
+        return {o: got[o] for o in outputs}
+
+    def _plan(self, index: GraphIndex, sigs: Mapping[str, bytes],
+              outputs: list[str]) -> tuple[list[str], set[str], set[int]]:
+        """What a walk of ``outputs`` runs: the stored values it starts from (the latest it depends on),
+        the graph inputs it reads and the nodes it computes."""
+        stored: list[str] = []
+        inputs: set[str] = set()
+        nodes: set[int] = set()
+        seen: set[str] = set()
+        stack = list(outputs)
+        while stack:
+            name = stack.pop()
+            if name in seen or name in index.initializers:
+                continue
+            seen.add(name)
+            if sigs.get(name) in self.values:
+                stored.append(name)
+            elif name in index.input_set:
+                inputs.add(name)
+            else:
+                producer = index.producer.get(name)
+                if producer is not None and producer not in nodes:
+                    nodes.add(producer)
+                    stack.extend(index.node_reads[producer])
+        return stored, inputs, nodes
+
+    def _converted_node(self, index: GraphIndex, k: int) -> int | None:
+        """Where node ``k`` of the float32 model is in a converted model's ``index`` (found by its
+        outputs; a graph output the conversion renamed is made by a Cast that reads it)."""
+        node = self.nodes[k]
+        outputs = set(index.outputs)
+        for out in node.output:
+            found = index.producer.get(out)
+            if found is None:
+                continue
+            made = index.nodes[found]
+            if made.op_type == "Cast" and node.op_type != "Cast" and out in outputs and made.input:
+                found = index.producer.get(made.input[0], found)
+            return found
+        return None
 
     # ------------------------------------------------------------------ reference and local errors
 
@@ -543,6 +662,177 @@ class _Search:
             done = self.trial_runs + self.fragment_runs
             self.expected = max(self.expected, done + 1)
             self.progress(done, self.expected)
+
+
+def _float32_inside(model: Model, half: Set[str]) -> set[str]:
+    """The float16 tensors of ``model`` that ONNX Runtime's CPU provider holds in float32 inside one
+    session: it computes a float16 node it has no float16 kernel for in float32 between Casts it
+    inserts, and removes such Casts in pairs, so the tensor between two such nodes never exists. Read
+    from the graph it optimizes for a weightless copy (the weights become graph inputs)."""
+    proto = onnx.ModelProto()
+    proto.CopyFrom(model.lazy_proto)
+    graph = proto.graph
+    weights = list(graph.initializer)
+    del graph.initializer[:], graph.sparse_initializer[:]
+    listed = {v.name for v in graph.input}
+    graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                       for t in weights if t.name not in listed)
+    try:
+        optimized = Settings().optimized(Model(proto))
+    except RuntimeFailure as err:
+        log.info("ONNX Runtime's graph of the float16 model is not available (%s): float16 values are "
+                 "passed between fragments as float16", err)
+        return set()
+    present = {n for node in optimized.graph.node for n in (*node.input, *node.output)}
+    present.update(v.name for v in optimized.graph.output)
+    return {name for name in half if name not in present}
+
+
+def _widen(fragment: Model, feeds: Mapping[str, Any], exposed: list[str],
+           wide: Set[str]) -> tuple[Model, dict[str, Any], dict[str, str]]:
+    """``fragment`` rewritten so that its float16 values in ``wide`` (those one session holds in
+    float32) enter and leave it as float32, with a Cast at each end that ONNX Runtime removes with its
+    own; its readers inside read it back through float32 too, as in one session."""
+    graph = fragment.lazy_proto.graph
+    taken = {n for node in graph.node for n in (*node.input, *node.output)} | {v.name for v in graph.input}
+    run_feeds = dict(feeds)
+    first: list[onnx.NodeProto] = []
+    for value in graph.input:
+        name = value.name
+        given = feeds.get(name)
+        if name not in wide or not isinstance(given, np.ndarray) or given.dtype.kind != "f":
+            continue
+        outer = _fresh(f"{name}/float32", taken)
+        run_feeds.pop(name)
+        run_feeds[outer] = given.astype(np.float32)
+        value.CopyFrom(onnx.helper.make_tensor_value_info(outer, onnx.TensorProto.FLOAT, list(given.shape)))
+        first.append(onnx.helper.make_node("Cast", [outer], [name], to=onnx.TensorProto.FLOAT16, name=f"{outer}/Cast"))
+    fetch = {name: name for name in exposed}
+    after: dict[str, list[onnx.NodeProto]] = {}
+    for value in graph.output:
+        name = value.name
+        if name not in wide:
+            continue
+        outer, back = _fresh(f"{name}/float32", taken), _fresh(f"{name}/float16", taken)
+        after[name] = [onnx.helper.make_node("Cast", [name], [outer], to=onnx.TensorProto.FLOAT, name=f"{outer}/Cast"),
+                       onnx.helper.make_node("Cast", [outer], [back], to=onnx.TensorProto.FLOAT16, name=f"{back}/Cast")]
+        for node in graph.node:
+            for j, read in enumerate(node.input):
+                if read == name:
+                    node.input[j] = back
+        fetch[name] = outer
+        value.name = outer
+        value.ClearField("type")
+    if first or after:
+        nodes = list(first)
+        for node in graph.node:
+            nodes.append(node)
+            for out in node.output:
+                nodes.extend(after.get(out, ()))
+        del graph.node[:]
+        graph.node.extend(nodes)
+    return fragment, run_feeds, fetch
+
+
+def _cuts(order: list[int], index: GraphIndex, half: Set[str], nodes: list[int]) -> set[int]:
+    """Where a walk over ``order`` may end fragments so that a later trial changing one of ``nodes``
+    resumes there: for each, the last position at or before it and the first after it where no
+    float16 value is alive (a float16 value passed between fragments would be rounded to float16
+    there, where one session keeps the float32 value it computed: the cut would change the outputs).
+    Returns the nodes the fragments end before."""
+    last_use: dict[str, int] = {}
+    for p, i in enumerate(order):
+        for name in index.node_reads[i]:
+            last_use[name] = p
+    clean: list[bool] = []  # clean[p]: no float16 value alive before position p
+    alive = {n for n in index.input_set if n in last_use and n not in index.initializers}
+    ends: dict[int, list[str]] = {}
+    for name in alive:
+        ends.setdefault(last_use[name], []).append(name)
+    count = sum(1 for n in alive if n in half)
+    for p, i in enumerate(order):
+        clean.append(count == 0)
+        for name in index.nodes[i].output:
+            if name and last_use.get(name, -1) > p:
+                ends.setdefault(last_use[name], []).append(name)
+                count += name in half
+        count -= sum(1 for name in ends.pop(p, []) if name in half)
+    where = {i: p for p, i in enumerate(order)}
+    cuts: set[int] = set()
+    for node in nodes:
+        at = where.get(node)
+        if at is None:
+            continue
+        before = next((q for q in range(at, 0, -1) if clean[q]), None)
+        after = next((q for q in range(at + 1, len(order)) if clean[q]), None)
+        cuts.update(order[q] for q in (before, after) if q is not None)
+    return cuts
+
+
+class _Values:
+    """Values earlier trials computed, on disk (a scratch folder removed with the search), by the
+    signature of the computation that made them."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="graphkit-mixed-"))
+        self.paths: dict[bytes, Path] = {}
+        weakref.finalize(self, shutil.rmtree, str(self.folder), True)
+
+    def __contains__(self, sig: object) -> bool:
+        return sig in self.paths
+
+    def put(self, sig: bytes | None, value: Any) -> None:
+        if sig is None or sig in self.paths or not isinstance(value, np.ndarray) or value.dtype.kind not in "biufc":
+            return
+        path = self.folder / f"{len(self.paths)}.npy"
+        np.save(path, value)
+        self.paths[sig] = path
+
+    def get(self, sig: bytes) -> np.ndarray:
+        return np.asarray(np.load(self.paths[sig]))
+
+
+def _signatures(proto: onnx.ModelProto, index: GraphIndex) -> dict[str, bytes]:
+    """Each main-graph tensor's signature: a digest of the computation that makes it (its node's
+    operator and attributes and its inputs' signatures, down to the graph inputs and the weights' bytes
+    or places on disk). Two tensors with one signature hold the same value on the same inputs."""
+    sigs: dict[str, bytes] = {}
+    for tensor in proto.graph.initializer:
+        sigs[tensor.name] = _tensor_signature(tensor)
+    for value in proto.graph.input:
+        sigs.setdefault(value.name, _digest(b"input", value.SerializeToString()))
+    shell = onnx.NodeProto()
+    for i in index.order:
+        node = index.nodes[i]
+        shell.CopyFrom(node)
+        del shell.input[:], shell.output[:]
+        shell.name = ""
+        parts = [shell.SerializeToString(), *(sigs.get(r, b"?" + r.encode()) for r in index.node_reads[i])]
+        made = _digest(*parts)
+        for j, out in enumerate(node.output):
+            if out:
+                sigs[out] = _digest(made, str(j).encode())
+    return sigs
+
+
+def _tensor_signature(tensor: onnx.TensorProto) -> bytes:
+    if tensor.ByteSize() <= 1 << 16:
+        return _digest(b"weight", tensor.SerializeToString())
+    shell = onnx.TensorProto()
+    shell.CopyFrom(tensor)
+    for name in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
+        shell.ClearField(name)
+    payload = [tensor.raw_data, np.asarray(tensor.float_data).tobytes(), np.asarray(tensor.int32_data).tobytes(),
+               np.asarray(tensor.int64_data).tobytes(), np.asarray(tensor.double_data).tobytes()]
+    return _digest(b"weight", shell.SerializeToString(), *payload)
+
+
+def _digest(*parts: bytes) -> bytes:
+    h = hashlib.blake2b(digest_size=20)
+    for part in parts:
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.digest()
 
 
 def _local(half: np.ndarray, want: np.ndarray) -> _Local:
