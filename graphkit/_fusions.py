@@ -14,10 +14,15 @@ function (up to float rounding: the kernels sum in another order), else it is le
   or K's ``[0, 2, 1, 3]`` then ``[0, 1, 3, 2]``), merged back by ``Transpose [0, 2, 1, 3]`` and a
   Reshape to ``[batch, seq, hidden]``, scaled by scalar constants (Mul or Div) on the scores or on Q
   or K, becomes one ``Attention`` (``num_heads`` from the Reshape, ``scale`` the product of the scale
-  constants, Q/K/V weights and biases packed into one weight and one bias). A mask, an additive
-  bias, a causal mask or anything else between the scores and the Softmax leaves the block alone,
-  as do unequal head counts, a Reshape target that does not prove the head split, float16 (ONNX
-  Runtime's CPU kernel is float only) and intermediate tensors read elsewhere.
+  constants, Q/K/V weights and biases packed into one weight and one bias). A mask added to the
+  scaled scores (``Softmax(scale · Q Kᵀ + m)``) becomes its ``attention_bias``, which ONNX Runtime
+  adds after the scale as the graph did: as it is where m is proven ``[batch or 1, heads or 1, seq,
+  seq]`` (a causal mask), and a padding mask ``[batch or 1, 1, 1, seq]`` broadcast along the queries
+  (a constant's broadcast value; an Expand to the static shape; with dynamic dims, from opset 15, an
+  Expand to ``[1, 1, seq, 1]`` read by ``Shape(x, start=1, end=2)``, one per mask for every layer).
+  A mask added before the scale (it would be scaled too), anything else between the scores and the
+  Softmax, unequal head counts, a Reshape target that does not prove the head split, float16 (ONNX
+  Runtime's CPU kernel is float only) and intermediate tensors read elsewhere leave the block alone.
 - ``gelu``: ``x · 0.5 · (1 + erf(x / √2))`` (Div by √2 or Mul by 1/√2, the two Muls in any order or
   association, operands either way round; the constants exactly float32's 0.5, 1, √2 or 1/√2)
   becomes ``Gelu(x)``, or ``BiasGelu(a, b)`` when x is ``Add(a, b)`` of a 1-D constant bias whose
@@ -223,6 +228,22 @@ class _Head:
     transposed: bool = False
 
 
+@dataclass
+class _Block:
+    """A matched attention block."""
+
+    heads: tuple[_Head, _Head, _Head]
+    nodes: list[int]
+    scale: float
+    #: The position of the Reshape that writes the block's output.
+    out_at: int
+    #: The additive bias of the scores (a mask), "" for none, and how it reaches Attention's
+    #: ``attention_bias``: as it is (None), or broadcast along its dim 2 of 1 to the sequence: to a
+    #: static shape (a list), or (a str: the input x) to x's sequence length read at run time.
+    bias: str = ""
+    expand: list[int] | str | None = None
+
+
 def fuse_attention(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto], types: Types, read: Read,
                    taken: set[str], opset: int) -> int:
     """Replace each multi-head attention block by ``com.microsoft::Attention`` (module docstring).
@@ -242,36 +263,88 @@ def fuse_attention(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto
     replaced: dict[int, onnx.NodeProto] = {}
     removed: list[int] = []
     claimed: set[int] = set()
+    expanded: dict[str, str] = {}
+    broadcast: dict[str, str] = {}
     for i, node in enumerate(index.nodes):
         if node.op_type != "Softmax" or node.domain not in _STANDARD:
             continue
-        found = _attention_at(index, i, consts, types, read, opset)
-        if found is None or claimed & set(found[1]):
+        block = _attention_at(index, i, consts, types, read, opset)
+        if block is None or claimed & set(block.nodes):
             continue
-        heads, nodes, scale, out_at = found
-        claimed.update(nodes)
-        q, k, v = heads
-        weights = np.concatenate([read(consts[h.weight]).T if h.transposed else read(consts[h.weight]) for h in heads],
-                                 axis=1)
-        biases = np.concatenate([read(consts[h.bias]) if h.bias else np.zeros(h.width, np.float32) for h in heads])
-        out = index.nodes[out_at]
+        claimed.update(block.nodes)
+        q, k, v = block.heads
+        weights = np.concatenate([read(consts[h.weight]).T if h.transposed else read(consts[h.weight])
+                                  for h in block.heads], axis=1)
+        biases = np.concatenate([read(consts[h.bias]) if h.bias else np.zeros(h.width, np.float32) for h in block.heads])
+        out = index.nodes[block.out_at]
         stem = out.name or node.name or out.output[0]
         w_name, b_name = _fresh(f"{stem}/qkv_weight", taken), _fresh(f"{stem}/qkv_bias", taken)
         graph.initializer.extend([numpy_helper.from_array(weights.astype(np.float32), w_name),
                                   numpy_helper.from_array(biases.astype(np.float32), b_name)])
-        attrs: dict[str, Any] = {"num_heads": q.heads, "scale": scale}
+        attrs: dict[str, Any] = {"num_heads": q.heads, "scale": block.scale}
         if v.width != q.width:
             attrs["qkv_hidden_sizes"] = [q.width, k.width, v.width]
-        replaced[out_at] = helper.make_node("Attention", [q.x, w_name, b_name], [out.output[0]],
-                                            name=_fresh(f"{stem}/Attention", taken), domain=DOMAIN, **attrs)
-        removed.extend(n for n in nodes if n != out_at)
-    return _replace(graph, index, replaced, removed) if replaced else 0
+        inputs = [q.x, w_name, b_name]
+        if block.bias:
+            inputs += ["", "", _attention_bias(graph, block, expanded, broadcast, consts, read, taken)]
+        replaced[block.out_at] = helper.make_node("Attention", inputs, [out.output[0]],
+                                                  name=_fresh(f"{stem}/Attention", taken), domain=DOMAIN, **attrs)
+        removed.extend(n for n in block.nodes if n != block.out_at)
+    if not replaced:
+        return 0
+    count = _replace(graph, index, replaced, removed)
+    if expanded:  # (each Expand goes right after the producer of the mask it reads)
+        order = GraphIndex(graph).topological_order()
+        nodes = [graph.node[j] for j in order]
+        del graph.node[:]
+        graph.node.extend(nodes)
+    return count - len(expanded)
+
+
+def _attention_bias(graph: onnx.GraphProto, block: _Block, expanded: dict[str, str], broadcast: dict[str, str],
+                    consts: Mapping[str, onnx.TensorProto], read: Read, taken: set[str]) -> str:
+    """The tensor for Attention's ``attention_bias``: the scores' additive bias itself, or it broadcast to
+    ``[batch or 1, heads or 1, seq, seq]`` (a constant's broadcast value; else one Expand shared by the
+    blocks that add the same mask)."""
+    if block.expand is None:
+        return block.bias
+    if isinstance(block.expand, str):
+        return _dynamic_expand(graph, block.bias, block.expand, expanded, taken)
+    if block.bias in consts:
+        if block.bias not in broadcast:
+            name = _fresh(f"{block.bias}/attention_bias", taken)
+            value = np.broadcast_to(read(consts[block.bias]), block.expand)
+            graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+            broadcast[block.bias] = name
+        return broadcast[block.bias]
+    if block.bias not in expanded:
+        shape = _fresh(f"{block.bias}/attention_bias_shape", taken)
+        graph.initializer.append(helper.make_tensor(shape, onnx.TensorProto.INT64, [4], block.expand))
+        out = _fresh(f"{block.bias}/attention_bias", taken)
+        graph.node.append(helper.make_node("Expand", [block.bias, shape], [out], name=out))
+        expanded[block.bias] = out
+    return expanded[block.bias]
+
+
+def _dynamic_expand(graph: onnx.GraphProto, bias: str, x: str, expanded: dict[str, str], taken: set[str]) -> str:
+    """``Expand(bias, [1, 1, seq, 1])`` with seq read from ``Shape(x, start=1, end=2)`` at run time: Expand
+    broadcasts both ways, so ``[batch, 1, 1, seq]`` becomes ``[batch, 1, seq, seq]`` (three nodes, shared
+    by every block that adds the same mask)."""
+    if bias not in expanded:
+        seq, ones, one = (_fresh(f"{bias}/{stem}", taken) for stem in ("seq", "ones", "one"))
+        shape, out = _fresh(f"{bias}/attention_bias_shape", taken), _fresh(f"{bias}/attention_bias", taken)
+        graph.initializer.extend([helper.make_tensor(ones, onnx.TensorProto.INT64, [2], [1, 1]),
+                                  helper.make_tensor(one, onnx.TensorProto.INT64, [1], [1])])
+        graph.node.extend([helper.make_node("Shape", [x], [seq], name=seq, start=1, end=2),
+                           helper.make_node("Concat", [ones, seq, one], [shape], name=shape, axis=0),
+                           helper.make_node("Expand", [bias, shape], [out], name=out)])
+        expanded[bias] = out
+    return expanded[bias]
 
 
 def _attention_at(index: GraphIndex, i: int, consts: Mapping[str, onnx.TensorProto], types: Types, read: Read,
-                  opset: int) -> tuple[tuple[_Head, _Head, _Head], list[int], float, int] | None:
-    """The block around the Softmax at ``i``: (Q, K, V, every node of it, the scale, the position of
-    the Reshape that writes its output), or None where it is not exactly an Attention."""
+                  opset: int) -> _Block | None:
+    """The block around the Softmax at ``i``, or None where it is not exactly an Attention."""
     softmax = index.nodes[i]
     if _attr(softmax, "axis", -1 if opset >= 13 else 1) not in (-1, 3) or len(softmax.output) != 1:
         return None
@@ -283,19 +356,22 @@ def _attention_at(index: GraphIndex, i: int, consts: Mapping[str, onnx.TensorPro
     if context.op_type != "MatMul" or context.domain not in _STANDARD or context.input[0] != softmax.output[0]:
         return None
     nodes.append(context_at)
-    factor, name, reader = 1.0, softmax.input[0], i
-    while True:  # (scalar scales between the scores and the Softmax)
-        at = index.producer.get(name)
-        scaled = _scale_of(index, at, consts, read) if at is not None and _only_for(index, name, reader) else None
-        if scaled is None:
-            break
-        nodes.append(at)  # type: ignore[arg-type]
-        factor *= scaled[1]
-        name, reader = scaled[0], at  # type: ignore[assignment]
-    scores_at = _producer(index, name, "MatMul")
-    if scores_at is None or not _only_for(index, name, reader):
-        return None
-    nodes.append(scores_at)
+    bias = ""
+    chain = _scores(index, softmax.input[0], i, consts, read)
+    if chain is None:  # (an additive bias, a mask, added to the scaled scores)
+        add_at = _producer(index, softmax.input[0], "Add")
+        if add_at is None or not _only_for(index, softmax.input[0], i):
+            return None
+        add = index.nodes[add_at]
+        found = [(_scores(index, data, add_at, consts, read), _other(add, data)) for data in add.input]
+        found = [(c, other) for c, other in found if c is not None]
+        if len(found) != 1 or add.input[0] == add.input[1]:
+            return None
+        chain, bias = found[0]
+        nodes.append(add_at)
+    assert chain is not None
+    scores_at, factor, scaling = chain
+    nodes += [scores_at, *scaling]
     scores = index.nodes[scores_at]
     q = _head(index, scores.input[0], scores_at, [0, 2, 1, 3], consts, types, read)
     k = _head(index, scores.input[1], scores_at, [0, 2, 3, 1], consts, types, read)
@@ -310,8 +386,55 @@ def _attention_at(index: GraphIndex, i: int, consts: Mapping[str, onnx.TensorPro
     nodes.extend(n for h in (q, k, v) for n in h.nodes)
     if len(set(nodes)) != len(nodes):
         return None
-    scale = factor * q.factor * k.factor
-    return (q, k, v), nodes, float(np.float32(scale)), merged[-1]
+    block = _Block((q, k, v), nodes, float(np.float32(factor * q.factor * k.factor)), merged[-1])
+    if bias:
+        shaped = _bias_shape(types, consts, bias, q, opset)
+        if shaped is None:
+            return None
+        block.bias, block.expand = bias, shaped[1]
+    return block
+
+
+def _scores(index: GraphIndex, name: str, reader: int, consts: Mapping[str, onnx.TensorProto],
+            read: Read) -> tuple[int, float, list[int]] | None:
+    """(the position of the MatMul computing Q Kᵀ, the product of the scalar scales after it, their
+    positions) when ``name`` is that MatMul's output scaled by scalar constants, each read by the next alone."""
+    factor, scaling = 1.0, []
+    while True:
+        at = index.producer.get(name)
+        if at is None or not _only_for(index, name, reader):
+            return None
+        scaled = _scale_of(index, at, consts, read)
+        if scaled is None:
+            break
+        scaling.append(at)
+        factor *= scaled[1]
+        name, reader = scaled[0], at
+    at = _producer(index, name, "MatMul")
+    return None if at is None else (at, factor, scaling)
+
+
+def _bias_shape(types: Types, consts: Mapping[str, onnx.TensorProto], bias: str, q: _Head,
+                opset: int) -> tuple[str, list[int] | str | None] | None:
+    """How the scores' additive ``bias`` becomes Attention's ``attention_bias`` (``[batch or 1, heads or 1,
+    seq, seq]``): (bias, None) as it is; where its dim 2 is 1 (a padding mask ``[batch, 1, 1, seq]``),
+    (bias, shape) broadcast to a static ``shape``, or (bias, x) to x's sequence length at run time (a
+    Shape with start and end: opset 15); None where none is proven."""
+    tensor = consts.get(bias)
+    tp = helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims)) if tensor is not None else types.get(bias)
+    dims, x_dims = _dims(tp), _dims(types.get(q.x))
+    if dims is None or x_dims is None or len(dims) != 4 or _elem(tp) != _FLOAT:
+        return None
+    batch, seq = x_dims[0], x_dims[1]
+    if not (dims[0] == 1 or _same_dim(dims[0], batch)) or dims[1] not in (1, q.heads) or not _same_dim(dims[3], seq):
+        return None
+    if _same_dim(dims[2], seq):
+        return bias, None
+    if dims[2] != 1:
+        return None
+    if all(isinstance(d, int) for d in (*dims, seq)):
+        return bias, [int(dims[0]), int(dims[1]), int(seq), int(dims[3])]  # type: ignore[arg-type]
+    return (bias, q.x) if opset >= 15 else None
 
 
 def _head(index: GraphIndex, name: str, reader: int, perm: list[int], consts: Mapping[str, onnx.TensorProto],

@@ -59,16 +59,19 @@ class _Builder:
         self.nodes.append(helper.make_node(op, inputs, [name + "_output_0"], name=name, **attrs))
         return name + "_output_0"
 
-    def model(self, x_dims: list[Any], y: str, *, opset: int = 17) -> gk.Model:
+    def model(self, x_dims: list[Any], y: str, *, opset: int = 17, mask_input: bool = False) -> gk.Model:
         self.nodes.append(helper.make_node("Identity", [y], ["y"], name="/output/Identity"))
-        graph = helper.make_graph(self.nodes, "encoder", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_dims)],
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_dims)]
+        if mask_input:  # (an additive mask [batch, 1, 1, seq], as a model's caller computes it)
+            inputs.append(helper.make_tensor_value_info("mask", TensorProto.FLOAT, [x_dims[0], 1, 1, x_dims[1]]))
+        graph = helper.make_graph(self.nodes, "encoder", inputs,
                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, x_dims)], self.inits)
         proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
         onnx.checker.check_model(proto, full_check=True)
         return gk.Model(proto)
 
 
-def _encoder(*, static: bool = True, layers: int = 2, style: str = "torch", mask: bool = False,
+def _encoder(*, static: bool = True, layers: int = 2, style: str = "torch", mask: str = "",
              scale: str = "scores", batch_in_target: bool = False, gelu_half: float = 0.5, softmax_axis: int = -1,
              pre_norm: bool = False, probs_output: bool = False) -> gk.Model:
     """A post-LayerNorm (or ``pre_norm``) encoder: torch.onnx's style (Constant nodes, the head split
@@ -117,9 +120,14 @@ def _encoder(*, static: bool = True, layers: int = 2, style: str = "torch", mask
                 if style == "torch" else b.node("Mul", [scores, b.init(np.array(1 / math.sqrt(size), np.float32), "scale")])
         elif scale == "tensor":  # (one factor per key position: no scalar scale)
             scores = b.node("Mul", [scores, b.init(np.full((1, 1, 1, SEQ), 0.3, np.float32), "scale")])
-        if mask:
-            scores = b.node("Add", [scores, b.init(np.where(np.arange(SEQ) < 3, 0, -1e4).astype(np.float32)
-                                                   .reshape(1, 1, 1, SEQ), "mask")])
+        if mask:  # (a padding mask [1, 1, 1, seq], a causal one [1, 1, seq, seq], or one given as an input)
+            value = {"padding": np.where(np.arange(SEQ) < 3, 0, -1e4).reshape(1, 1, 1, SEQ),
+                     "causal": np.triu(np.full((SEQ, SEQ), -1e4), 1).reshape(1, 1, SEQ, SEQ)}.get(mask)
+            bias = b.init(value.astype(np.float32), "mask") if value is not None else "mask"
+            if scale == "after_mask":
+                scores = b.node("Div", [b.node("Add", [scores, bias]), b.const(math.sqrt(size))])
+            else:
+                scores = b.node("Add", [scores, bias])
         probs = b.node("Softmax", [scores], axis=softmax_axis)
         if probs_output:
             extra_outputs.append(probs)
@@ -148,7 +156,7 @@ def _encoder(*, static: bool = True, layers: int = 2, style: str = "torch", mask
             x = b.node("LayerNormalization", [b.node("Add", [x, down]), b.init(np.ones(HIDDEN, np.float32)),
                                               b.init(np.zeros(HIDDEN, np.float32))], axis=-1, epsilon=1e-5)
     dims: list[Any] = [1, SEQ, HIDDEN] if static else ["batch", "sequence", HIDDEN]
-    model = b.model(dims, x)
+    model = b.model(dims, x, mask_input=mask == "input")
     for name in extra_outputs:
         model.proto.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, HEADS, SEQ, SEQ]))
     return model
@@ -219,6 +227,24 @@ def test_no_scale_at_all_is_written_as_scale_one() -> None:
     assert _max_error(model, result) < ATOL
 
 
+@pytest.mark.parametrize(("mask", "static", "expands"), [("padding", True, 0), ("causal", True, 0), ("input", True, 1),
+                                                         ("input", False, 1)])
+def test_a_mask_added_to_the_scaled_scores_is_the_attention_bias(mask: str, static: bool, expands: int) -> None:
+    model = _encoder(style="generate", mask=mask, static=static)
+    result = _fused(model)
+    counts = _ops(result)
+    assert counts["com.microsoft::Attention"] == 2 and counts.get("Expand", 0) == expands
+    assert counts.get("Shape", 0) == (0 if static else 1)  # (the mask's broadcast, shared by both layers)
+    weights = {t.name: t for t in result.graph.initializer}
+    for node in (n for n in result.graph.node if n.op_type == "Attention"):
+        assert len(node.input) == 6 and node.input[5]
+        if node.input[5] in weights:
+            assert list(weights[node.input[5]].dims) == [1, 1, SEQ, SEQ]
+    assert _max_error(model, result) < ATOL
+    if not static:
+        assert _max_error(model, result, batch=3, sequence=7) < ATOL
+
+
 def test_a_pre_norm_residual_stream_is_written_by_skip_layernorm_fourth_output() -> None:
     model = _encoder(style="generate", pre_norm=True, layers=1)
     result = _fused(model)
@@ -232,7 +258,8 @@ def test_a_pre_norm_residual_stream_is_written_by_skip_layernorm_fourth_output()
 
 
 @pytest.mark.parametrize(("variant", "kept"), [
-    (dict(mask=True), "Softmax"),                      # an additive mask between the scores and the Softmax
+    (dict(mask="padding", scale="after_mask"), "Softmax"),  # a mask added before the scale: it would be scaled
+    (dict(mask="padding", softmax_axis=2), "Softmax"),  # a masked Softmax over the queries
     (dict(scale="tensor"), "Softmax"),                 # a scale per key position, not a scalar
     (dict(batch_in_target=True, static=False), "Softmax"),  # a head split that hard-codes batch 1 (dynamic batch)
     (dict(softmax_axis=2), "Softmax"),                 # a Softmax over the queries
