@@ -11,7 +11,9 @@ Models: onnx's light models (alexnet ... zfnet512), two transformer encoders bui
 exporters write them (Constant nodes, Identity on tied weights, Dropout, ``Shape -> Gather ->
 Unsqueeze -> Concat -> Reshape`` around every attention; one with static input dims, one with
 dynamic batch and sequence), and the benchmark models of ``generate.py`` (transformer, many_nodes,
-big_external). Tools that are not installed are reported as such (``pip install .[bench]``).
+big_external). graphkit runs twice: with its default target (standard ONNX) and as ``graphkit-ort``
+with ``target="onnxruntime"`` (ONNX Runtime's contrib operators, which onnxsim writes by default).
+Tools that are not installed are reported as such (``pip install .[bench]``).
 
 Run ``nice -n 19 python bench/bench_simplify.py [--models NAME ...] [--tools NAME ...] [--repeat N]``.
 """
@@ -38,7 +40,8 @@ import _measure  # noqa: E402
 import generate  # noqa: E402
 
 RUNNERS = HERE / "_simplify_runners.py"
-TOOLS = ("graphkit", "onnxsim", "onnxslim", "polygraphy")
+#: graphkit-ort: ``simplify(target="onnxruntime")`` (ONNX Runtime's contrib operators, as onnxsim's default).
+TOOLS = ("graphkit", "graphkit-ort", "onnxsim", "onnxslim", "polygraphy")
 LIGHT = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "light"
 
 
@@ -131,7 +134,7 @@ def models(root: Path, names: Sequence[str] | None) -> dict[str, Path]:
 
 
 def _available(tool: str) -> bool:
-    if tool == "graphkit":
+    if tool in ("graphkit", "graphkit-ort"):
         return True
     if tool == "polygraphy":
         return shutil.which("polygraphy", path=str(Path(sys.executable).parent)) is not None
@@ -152,6 +155,7 @@ def _job(tool: str, model: Path, out_dir: Path, external: bool) -> _measure.Job:
         argv[0] = shutil.which("polygraphy", path=str(Path(sys.executable).parent)) or "polygraphy"
         return _measure.Job(tool, tuple(argv), env, cwd=str(out_dir), output=str(output))
     function = {"floor": "floor", "graph-only": "graph_only", "graphkit": "graphkit_simplify",
+                "graphkit-ort": "graphkit_simplify_ort",
                 "onnxsim": "onnxsim_simplify", "onnxslim": "onnxslim_simplify"}[tool]
     argv = _measure.python_call(RUNNERS, function, model=str(model), output=str(output), external=external)
     # (the output folder as working directory: onnxsim writes temporary weight files into it)
