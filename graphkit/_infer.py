@@ -235,9 +235,22 @@ def _onnx_inference(model: Model, extra: Sequence[onnx.ValueInfoProto] = (), lab
     """Strict ONNX shape inference with data propagation on the relaxed copy; a failure names its node."""
     proto = _relaxed_copy(model, extra)
     try:
-        return infer_proto(proto, strict=True)
+        inferred = infer_proto(proto, strict=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as err:
         raise _contradiction(label or model.name, proto, err) from err
+    _forget_negative_dims(inferred)
+    return inferred
+
+
+def _forget_negative_dims(proto: onnx.ModelProto) -> None:
+    """Clear the negative sizes ONNX inference writes where a computation cannot happen: the If
+    branch a model never takes (the onnx wheel's expanded AffineGrid splits a 3-D size into 4 in
+    its 2-D branch: [-1]). A size that is no size is no proof; the dim is then named afresh."""
+    for graph, _ in iter_graphs(proto.graph):
+        for value in (*graph.value_info, *graph.output):
+            for dim in type_dims(value.type):
+                if dim.HasField("dim_value") and dim.dim_value < 0:
+                    dim.Clear()
 
 
 _FAILURE = re.compile(r"\(op_type:(?P<op>[^,)]*)(?:, node name: (?P<name>[^)]*))?\): (?P<why>.*)")

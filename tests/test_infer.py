@@ -229,3 +229,24 @@ def test_infer_shapes_writes_no_even_split_where_the_sizes_come_at_run_time() ->
     for name, value in gk.run(exposed, {"x": x}).items():
         dims = typed.get(name, [])
         assert all(not isinstance(d, int) or d == s for d, s in zip(dims, value.shape)), (name, dims, value.shape)
+
+
+def test_infer_shapes_writes_no_negative_size_from_a_branch_never_taken() -> None:
+    # ONNX inference sizes the 2-D branch of the onnx wheel's expanded AffineGrid (a 3-D size split
+    # into 4) as [-1]: infer-shapes refused the valid model ("impossible shape [-1]")
+    model = gk.parse_model("""
+        <ir_version: 8, opset_import: ["" : 18]>
+        g (int64[5] size) => (int64[3] first) {
+            n = Size (size)
+            four = Constant <value = int64 {4}> ()
+            is4 = Equal (n, four)
+            first = If (is4) <
+                then_branch = t () => (int64[?] a_then) { a_then, b, c, d = Split <num_outputs = 4> (size) },
+                else_branch = e () => (int64[?] a_else) { a_else, r = Split <num_outputs = 2> (size) }
+            >
+        }""")
+    typed = gk.infer_shapes(model)
+    onnx.checker.check_model(typed.lazy_proto, full_check=True)
+    for graph, _ in iter_graphs(typed.lazy_proto.graph):
+        assert all(d >= 0 for dims in _types(graph).values() for d in dims if isinstance(d, int))
+    np.testing.assert_array_equal(gk.run(typed, {"size": np.arange(5)})["first"], [0, 1, 2])
