@@ -175,3 +175,54 @@ g (float[1, 2, 3] x) => (float[1, 2, 3] y) {
     again = tmp_path / "again.onnx"
     assert main(["edit", str(source), str(again), "--recipe", str(recipe)]) == 0
     assert [n.op_type for n in gk.load(again).graph.node] == ["Relu", "Add"]
+
+
+def test_a_check_the_generated_inputs_cannot_run_asks_for_inputs_or_no_verify(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # found on the onnx wheel's expanded AffineGrid (its size input as random numbers): the error was
+    # compare's ("running nodes 36-54 of 54 ... '<graph>_fragment'") with a hint to run check
+    source = tmp_path / "reshape_by_input.onnx"
+    gk.save(gk.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+        g (float[6] x, int64[2] s) => (float[?, ?] y) {
+            one = Constant <value = float {1.0}> ()
+            i = Identity (one)
+            x1 = Mul (x, i)
+            y = Reshape (x1, s)
+        }"""), source)
+    out = tmp_path / "out.onnx"
+    assert main(["simplify", str(source), str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "simplify cannot check the result: the input model fails on the check's inputs" in err
+    assert "--value NAME=JSON" in err and "--no-verify" in err and "_fragment" not in err and not out.exists()
+    assert main(["simplify", str(source), str(out), "--value", "s=[2, 3]"]) == 0
+    assert out.exists()
+
+
+def test_a_result_that_fails_where_the_input_runs_is_named_as_simplify_s(
+        exported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import graphkit.cli.simplify as verb
+
+    real = verb.simplify_with_report
+
+    def unrunnable(model: gk.Model, **kw: object) -> gk.Simplification:
+        report = real(model, **kw)  # type: ignore[arg-type]
+        broken = gk.set_op_type(report.model, "#0", "Nothing", "com.example")
+        return gk.Simplification(broken, report.before, report.after, report.changes, report.rounds)
+
+    monkeypatch.setattr(verb, "simplify_with_report", unrunnable)
+    out = tmp_path / "out.onnx"
+    assert main(["simplify", str(exported), str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "the simplified model fails in ONNX Runtime where the input model runs" in err and "--skip PASS" in err
+    assert not out.exists()
+
+
+def test_inputs_the_check_cannot_make_point_at_no_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "bf16.onnx"
+    gk.save(gk.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+        g (bfloat16[2] x) => (bfloat16[2] y) { i = Identity (x)
+ y = Neg (i) }"""), source)
+    assert main(["simplify", str(source), str(tmp_path / "out.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert "bfloat16" in err and "--input x=FILE" in err and "--no-verify" in err
+    assert main(["simplify", str(source), str(tmp_path / "out.onnx"), "--no-verify"]) == 0

@@ -19,7 +19,8 @@ from typing import Any
 from graphkit._compare import Comparison, compare
 from graphkit._model import Model
 from graphkit._options import DEFAULT_ATOL, DEFAULT_RTOL, Tolerance
-from graphkit._run import input_specs
+from graphkit._run import input_specs, make_feeds
+from graphkit._run import run as run_model
 from graphkit._simplify import (
     DEFAULT_MAX_BYTES,
     ORT_PASSES,
@@ -31,6 +32,7 @@ from graphkit._simplify import (
 from graphkit.cli import _common, _render
 from graphkit.cli._args import number, whole
 from graphkit.cli._feeds import add_feed_options, feed_args, show_notes
+from graphkit.errors import GraphkitError, RuntimeFailure
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -90,8 +92,12 @@ def _verify(model: Model, result: Model, feeds: Any, options: Any, tolerance: To
     """The outputs of ``result`` against ``model``'s on the same inputs; when they differ, every tensor
     both still have, so that the first divergence names a node."""
     outputs = [o.name for o in result.lazy_proto.graph.output]
-    first = compare(model, result, feeds=feeds, feed_options=options, tolerance=tolerance, tensors=outputs,
-                    progress=_render.progress("simplify: verify", enabled=progress))
+    try:
+        first = compare(model, result, feeds=feeds, feed_options=options, tolerance=tolerance, tensors=outputs,
+                        progress=_render.progress("simplify: verify", enabled=progress))
+    except GraphkitError as err:
+        _render.progress_done()
+        raise _unverified(model, result, feeds, options, err) from err
     _render.progress_done()
     if first.passed:
         return first
@@ -99,6 +105,30 @@ def _verify(model: Model, result: Model, feeds: Any, options: Any, tolerance: To
                     progress=_render.progress("simplify: first divergence", enabled=progress))
     _render.progress_done()
     return found
+
+
+def _unverified(model: Model, result: Model, feeds: Any, options: Any, err: GraphkitError) -> GraphkitError:
+    """The error of a check that could not run, saying whose fault it is: inputs the input model
+    cannot take (generated ones may not suit it), or a result that fails where the input runs."""
+    unchecked = "or write the result unchecked (--no-verify)"
+    if not isinstance(err, RuntimeFailure):  # (inputs that cannot be made: a dtype numpy lacks, a shape unknown)
+        return type(err)(f"simplify cannot check the result: {err.message}", hint=err.hint,
+                         cli_hint=f"{err.cli_hint or err.hint}; {unchecked}")
+    inputs = make_feeds(model, feeds, feed_options=options)
+    for side in (model, result):
+        try:
+            run_model(side, inputs)
+        except RuntimeFailure as failure:
+            if side is model:
+                return RuntimeFailure(f"simplify cannot check the result: the input model fails on the check's "
+                                      f"inputs: {failure.message}", hint=failure.hint,
+                                      cli_hint="the generated inputs may not suit the model: give its inputs (--input "
+                                               f"NAME=FILE, --value NAME=JSON, --shape, --dim, --range), {unchecked}")
+            return RuntimeFailure(f"the simplified model fails in ONNX Runtime where the input model runs: "
+                                  f"{failure.message}; nothing written",
+                                  hint="leave passes out (--skip PASS) to find the one that breaks it, and report it")
+    return RuntimeFailure(f"simplify cannot check the result: {err.message}", hint=err.hint,
+                          cli_hint=f"{err.cli_hint or err.hint}; {unchecked}")
 
 
 def _show(args: argparse.Namespace, report: Simplification, verified: Comparison | None, *, written: bool) -> None:
