@@ -400,7 +400,7 @@ def _choose_shape(
         from_flag = {
             _dim_label(want, axis): f"{shape[axis]} (--shape)"
             for axis, want in enumerate(spec.shape or [])
-            if not isinstance(want, int) or want <= 0
+            if not isinstance(want, int) or want < 0
         }
         return shape, from_flag
     if spec.shape is None:
@@ -412,7 +412,7 @@ def _choose_shape(
     shape_list: list[int] = []
     chosen: dict[str, str] = {}
     for axis, want in enumerate(spec.shape):
-        if isinstance(want, int) and want > 0:
+        if isinstance(want, int) and want >= 0:
             shape_list.append(want)
         elif isinstance(want, str) and want in named:
             value, how = named[want]
@@ -474,7 +474,7 @@ def _check_shape(spec: FeedSpec, shape: tuple[int, ...], where: str) -> None:
             hint="give a value of the expected rank",
         )
     for axis, (want, got) in enumerate(zip(spec.shape, shape)):
-        if isinstance(want, int) and want > 0 and want != got:
+        if isinstance(want, int) and want >= 0 and want != got:
             raise FeedError(
                 f"input {spec.name!r} of {where} expects {spec.dtype} {expected}, got {list(shape)}: "
                 f"dim {axis} is fixed to {want}",

@@ -108,6 +108,17 @@ def test_dynamic_dim_defaults_to_one_and_says_so() -> None:
     assert result.outputs["out"].shape == (1, 3, 8, 8)
 
 
+def test_a_dim_declared_0_is_generated_empty_and_kept_fixed() -> None:
+    # the onnx wheel's Reduce* tests take an int64[0] 'axes': a generated [1] made ONNX Runtime refuse
+    # every run ("Got invalid dimensions for input: axes"), so run, simplify and convert could not check it
+    model = gk.parse_model("""<ir_version: 8, opset_import: ["" : 18]>
+        g (float[3, 2] data, int64[0] axes) => (float[1, 1] y) { y = ReduceSum <keepdims = 1> (data, axes) }""")
+    result = run_detailed(model)
+    assert result.feeds[1].shape == (0,) and result.outputs["y"].shape == (1, 1)
+    with pytest.raises(gk.FeedError, match="dim 0 is fixed to 0"):
+        gk.run(model, {"data": np.ones((3, 2), np.float32), "axes": np.array([1])})
+
+
 def test_named_dim_from_dims_and_from_a_given_feed() -> None:
     spec_a = FeedSpec("a", np.dtype("float32"), ["batch", 4])
     spec_b = FeedSpec("b", np.dtype("float32"), ["batch", None])
