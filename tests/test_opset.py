@@ -538,3 +538,29 @@ def test_an_operator_that_only_widened_its_types_goes_down_as_it_is(body: str, t
     onnx.checker.check_model(converted.lazy_proto, full_check=True)
     assert _ops(converted) == _ops(model)
     _same(model, converted)
+
+
+def test_cli_convert_says_whose_run_failed(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    source = tmp_path / "reshape_by_input.onnx"
+    gk.save(_model("(float[6] x, int64[2] s) => (float[?, ?] y) { y = Reshape (x, s) }", 13), source)
+    out = tmp_path / "out.onnx"
+    assert main(["convert", str(source), str(out), "--opset", "14"]) == 2
+    err = capsys.readouterr().err  # (the random 's' cannot reshape 6 values)
+    assert "convert cannot check the result: the input model fails on the check's inputs" in err
+    assert "--value NAME=JSON" in err and not out.exists()
+    assert main(["convert", str(source), str(out), "--opset", "14", "--value", "s=[3, 2]"]) == 0
+
+    import graphkit.cli.convert as verb
+
+    real = verb.convert_opset_with_report
+
+    def unrunnable(model: gk.Model, version: int) -> object:
+        report = real(model, version)
+        broken = gk.set_op_type(report.model, "#0", "Nothing", "com.example")
+        return type(report)(broken, report.source, report.target, report.rewritten, report.converter)
+
+    monkeypatch.setattr(verb, "convert_opset_with_report", unrunnable)
+    assert main(["convert", str(source), str(tmp_path / "no.onnx"), "--opset", "14", "--value", "s=[3, 2]"]) == 2
+    err = capsys.readouterr().err
+    assert "the model converted to opset 14 fails where the input model runs" in err and not (tmp_path / "no.onnx").exists()

@@ -19,7 +19,7 @@ from graphkit.cli._args import whole
 from graphkit.cli._custom import add_custom_op_options
 from graphkit.errors import TensorNotFoundError, UsageError, did_you_mean, not_found
 
-__all__ = ["FeedArgs", "add_feed_options", "add_runtime_options", "feed_args", "ms", "provider_options", "show_notes",
+__all__ = ["FeedArgs", "add_feed_options", "add_runtime_options", "feed_args", "inputs_hint", "ms", "provider_options", "show_notes",
            "tolerance"]
 
 
@@ -130,6 +130,16 @@ def feed_args(args: argparse.Namespace, input_names: Sequence[str], where: str,
         _check_dim_names(dims, shapes_of, where)
     paths = tuple(sorted({f.path for f in files}))
     return FeedArgs(feeds, shapes, ranges, dims, paths, args.seed, tuple(notes))
+
+
+def inputs_hint(given: str | None, *more: str) -> str:
+    """The hint of a check whose run of the input model failed on the inputs it made: ONNX Runtime's
+    own when it names an input flag already (an index out of range: --range), else the flags that give
+    inputs; ``more`` adds other ways out."""
+    hint = given if given and any(f in given for f in ("--input", "--value", "--range", "--shape", "--dim")) else \
+        "the generated inputs may not suit the model: give its inputs (--input NAME=FILE, --value NAME=JSON, " \
+        "--shape, --dim, --range)"
+    return "; ".join((hint, *more))
 
 
 def show_notes(parsed: FeedArgs) -> None:

@@ -47,7 +47,7 @@ from graphkit._run import run as run_model
 from graphkit._validate import check_or_raise
 from graphkit.cli import _common, _render
 from graphkit.cli._args import number, whole
-from graphkit.cli._feeds import add_feed_options, feed_args, show_notes, tolerance
+from graphkit.cli._feeds import add_feed_options, feed_args, inputs_hint, show_notes, tolerance
 from graphkit.errors import RuntimeFailure, UsageError
 
 
@@ -217,8 +217,17 @@ def _same_outputs(model: Model, converted: Model, target: int, feeds: dict[str, 
     A side whose ai.onnx opset is older than ONNX Runtime's oldest runs on onnx's ReferenceEvaluator
     (converting such a model up is how it comes to run in ONNX Runtime at all)."""
     inputs = make_feeds(model, feeds, feed_options=options)
-    want = _outputs_of(model, inputs, "the input model")
-    got = _outputs_of(converted, inputs, f"the model converted to opset {target}")
+    try:
+        want = _outputs_of(model, inputs, "the input model")
+    except RuntimeFailure as err:
+        raise RuntimeFailure(f"convert cannot check the result: the input model fails on the check's inputs: "
+                             f"{err.message}", hint=err.hint,
+                             cli_hint=inputs_hint(err.cli_hint)) from err
+    try:
+        got = _outputs_of(converted, inputs, f"the model converted to opset {target}")
+    except RuntimeFailure as err:
+        raise RuntimeFailure(f"the model converted to opset {target} fails where the input model runs: {err.message}; "
+                             "nothing written", hint="choose another version, and report it") from err
     worst = 0.0
     for name, value in want.items():
         other = got[name]

@@ -31,7 +31,7 @@ from graphkit._simplify import (
 )
 from graphkit.cli import _common, _render
 from graphkit.cli._args import number, whole
-from graphkit.cli._feeds import add_feed_options, feed_args, show_notes
+from graphkit.cli._feeds import add_feed_options, feed_args, inputs_hint, show_notes
 from graphkit.errors import GraphkitError, RuntimeFailure
 
 
@@ -122,8 +122,7 @@ def _unverified(model: Model, result: Model, feeds: Any, options: Any, err: Grap
             if side is model:
                 return RuntimeFailure(f"simplify cannot check the result: the input model fails on the check's "
                                       f"inputs: {failure.message}", hint=failure.hint,
-                                      cli_hint="the generated inputs may not suit the model: give its inputs (--input "
-                                               f"NAME=FILE, --value NAME=JSON, --shape, --dim, --range), {unchecked}")
+                                      cli_hint=inputs_hint(failure.cli_hint, unchecked))
             return RuntimeFailure(f"the simplified model fails in ONNX Runtime where the input model runs: "
                                   f"{failure.message}; nothing written",
                                   hint="leave passes out (--skip PASS) to find the one that breaks it, and report it")
