@@ -7,11 +7,13 @@ with ``--mixed``, graphkit's ``auto_mixed_precision`` and onnxconverter-common's
 runs the search needed, nodes left in float32 (graphkit: nodes the search or the conversion kept;
 onnxconverter-common: non-Cast nodes with a float32 output), and the largest output error of the
 written model against the float32 model on the same seeded inputs (measured afterwards, in this
-process). ``--big`` also converts the 2.7 GB external-weights model with graphkit (peak memory).
+process). ``--big`` also converts the 2.7 GB external-weights model with graphkit (peak memory), and
+with ``--mixed`` runs graphkit's search on it (every run fragment by fragment).
 
     nice -n 19 python bench/bench_convert.py                       # transformer + light models
     nice -n 19 python bench/bench_convert.py --mixed --models light_squeezenet
     nice -n 19 python bench/bench_convert.py --big --models none
+    nice -n 19 python bench/bench_convert.py --mixed --only graphkit --big --models chain chain_long
 """
 
 from __future__ import annotations
@@ -157,18 +159,22 @@ def main() -> int:
                 _print(row)
         if args.big:
             model = BENCH_DIR / "big_external" / "model.onnx"
-            out = tmp / "big16" / "model.onnx"
-            out.parent.mkdir()
-            result = _measure.run(_job("graphkit fp16", "graphkit_fp16", model, out), timeout=args.timeout)
             weights = (model.parent / "model.data").stat().st_size / 2**20
             largest = max(int(e.value) for t in onnx.load(model, load_external_data=False).graph.initializer
                           for e in t.external_data if e.key == "length") / 2**20
-            row = {"model": "big_external", "job": "graphkit fp16", "ok": result.ok, "wall_s": result.wall_s,
-                   "peak_mb": result.peak_mb, "weights_mb": weights, "largest_weight_mb": largest, **result.result}
-            if not result.ok:
-                row["error"] = result.error
-            rows.append(row)
-            _print(row)
+            big = [("graphkit fp16", "graphkit_fp16", {})]
+            if args.mixed:
+                big.append(("graphkit auto-mixed", "graphkit_mixed", {"atol": args.atol, "rtol": args.rtol}))
+            for name, function, kwargs in big:
+                out = tmp / function / "model.onnx"
+                out.parent.mkdir()
+                result = _measure.run(_job(name, function, model, out, **kwargs), timeout=args.timeout)
+                row = {"model": "big_external", "job": name, "ok": result.ok, "wall_s": result.wall_s,
+                       "peak_mb": result.peak_mb, "weights_mb": weights, "largest_weight_mb": largest, **result.result}
+                if not result.ok:
+                    row["error"] = result.error
+                rows.append(row)
+                _print(row)
     _measure.shutdown()
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2, default=str))

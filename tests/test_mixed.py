@@ -266,3 +266,18 @@ def test_float32_inside_one_session_is_read_from_onnx_runtimes_graph() -> None:
     conversion = _mixed.convert_float16(model, keep_io_types=True, keep_op=[], keep_node=[], keep_main={})
     assert "a" in conversion.main_float16
     assert _mixed._float32_inside(conversion.model, conversion.main_float16) == {"x_float16", "a", "y_float16"}
+
+
+def test_float16_values_cross_fragments_as_one_session_holds_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    # one session computes Relu, Add and Sub in float32 between the Casts it inserts and removes, so
+    # the float16 model loses only the weight's rounding (1000.3 held as 1000.5); fragments that
+    # passed ``a`` as float16 would round 1000.x to 0.5 as well
+    model = rounding_model()
+    feeds = {"x": np.array([0.1, 0.2, 0.3, 0.45], np.float32)}
+    want = gk.run(gk.to_float16(model, keep_io_types=True), feeds)["y"]
+    monkeypatch.setattr(_mixed, "DEFAULT_FRAGMENT_BYTES", 8)  # a fragment per node
+    search = _mixed._Search(model, _mixed.MIXED_TOLERANCE, feeds, gk.FeedOptions(), True, [], [], None)
+    search.reference = gk.run(model, feeds)
+    got = search._walk(search._convert({}), set())["y"]
+    assert search.trial_runs >= 3
+    np.testing.assert_allclose(got, want, atol=1e-3)
