@@ -18,8 +18,8 @@ function (up to float rounding: the kernels sum in another order), else it is le
   scaled scores (``Softmax(scale · Q Kᵀ + m)``) becomes its ``attention_bias``, which ONNX Runtime
   adds after the scale as the graph did: as it is where m is proven ``[batch or 1, heads or 1, seq,
   seq]`` (a causal mask), and a padding mask ``[batch or 1, 1, 1, seq]`` broadcast along the queries
-  (a constant's broadcast value; an Expand to the static shape; with dynamic dims, from opset 15, an
-  Expand to ``[1, 1, seq, 1]`` read by ``Shape(x, start=1, end=2)``, one per mask for every layer).
+  (a constant's broadcast value; an Expand to the static shape; with dynamic dims an Expand to
+  ``[1, 1, seq, 1]``, seq read from x's shape, one per mask for every layer).
   A mask added before the scale (it would be scaled too), anything else between the scores and the
   Softmax, unequal head counts, a Reshape target that does not prove the head split, float16 (ONNX
   Runtime's CPU kernel is float only) and intermediate tensors read elsewhere leave the block alone.
@@ -28,9 +28,11 @@ function (up to float rounding: the kernels sum in another order), else it is le
   becomes ``Gelu(x)``, or ``BiasGelu(a, b)`` when x is ``Add(a, b)`` of a 1-D constant bias whose
   length is a's last dim (proven by a MatMul's constant weight or by inference). The tanh
   approximation is another function and is not matched.
-- ``skip_layernorm``: ``LayerNormalization(Add(a, b))`` over the last axis, with a and b proven of
-  the same shape of rank 3 and 1-D constant scale and bias of the hidden size, becomes
-  ``SkipLayerNormalization(a, b, scale, bias)``; a 1-D constant bias added to a or b just before
+- ``skip_layernorm``: a layer normalization over the last axis of ``Add(a, b)`` (a
+  LayerNormalization, or the decomposition exporters write below opset 17: ``(x - mean) / sqrt(var
+  + eps) * scale + bias`` of ReduceMeans over the last axis, the square a Pow by 2 or a Mul), with a
+  and b proven of the same shape of rank 3 and 1-D constant scale and bias of the hidden size,
+  becomes ``SkipLayerNormalization(a, b, scale, bias)``; a 1-D constant bias added to a or b just before
   (a projection's bias) becomes its ``bias`` input, and where the sum is read elsewhere too (a
   pre-norm residual stream) its fourth output writes it.
 
@@ -286,7 +288,7 @@ def fuse_attention(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto
             attrs["qkv_hidden_sizes"] = [q.width, k.width, v.width]
         inputs = [q.x, w_name, b_name]
         if block.bias:
-            inputs += ["", "", _attention_bias(graph, block, expanded, broadcast, consts, read, taken)]
+            inputs += ["", "", _attention_bias(graph, block, expanded, broadcast, consts, read, taken, opset)]
         replaced[block.out_at] = helper.make_node("Attention", inputs, [out.output[0]],
                                                   name=_fresh(f"{stem}/Attention", taken), domain=DOMAIN, **attrs)
         removed.extend(n for n in block.nodes if n != block.out_at)
@@ -302,14 +304,14 @@ def fuse_attention(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto
 
 
 def _attention_bias(graph: onnx.GraphProto, block: _Block, expanded: dict[str, str], broadcast: dict[str, str],
-                    consts: Mapping[str, onnx.TensorProto], read: Read, taken: set[str]) -> str:
+                    consts: Mapping[str, onnx.TensorProto], read: Read, taken: set[str], opset: int) -> str:
     """The tensor for Attention's ``attention_bias``: the scores' additive bias itself, or it broadcast to
     ``[batch or 1, heads or 1, seq, seq]`` (a constant's broadcast value; else one Expand shared by the
     blocks that add the same mask)."""
     if block.expand is None:
         return block.bias
     if isinstance(block.expand, str):
-        return _dynamic_expand(graph, block.bias, block.expand, expanded, taken)
+        return _dynamic_expand(graph, block.bias, block.expand, expanded, taken, opset)
     if block.bias in consts:
         if block.bias not in broadcast:
             name = _fresh(f"{block.bias}/attention_bias", taken)
@@ -326,17 +328,23 @@ def _attention_bias(graph: onnx.GraphProto, block: _Block, expanded: dict[str, s
     return expanded[block.bias]
 
 
-def _dynamic_expand(graph: onnx.GraphProto, bias: str, x: str, expanded: dict[str, str], taken: set[str]) -> str:
-    """``Expand(bias, [1, 1, seq, 1])`` with seq read from ``Shape(x, start=1, end=2)`` at run time: Expand
-    broadcasts both ways, so ``[batch, 1, 1, seq]`` becomes ``[batch, 1, seq, seq]`` (three nodes, shared
-    by every block that adds the same mask)."""
+def _dynamic_expand(graph: onnx.GraphProto, bias: str, x: str, expanded: dict[str, str], taken: set[str],
+                    opset: int) -> str:
+    """``Expand(bias, [1, 1, seq, 1])`` with seq read from x's shape at run time (``Shape(x, start=1, end=2)``;
+    before opset 15 ``Gather(Shape(x), [1])``): Expand broadcasts both ways, so ``[batch, 1, 1, seq]``
+    becomes ``[batch, 1, seq, seq]`` (three or four nodes, shared by every block that adds the same mask)."""
     if bias not in expanded:
         seq, ones, one = (_fresh(f"{bias}/{stem}", taken) for stem in ("seq", "ones", "one"))
         shape, out = _fresh(f"{bias}/attention_bias_shape", taken), _fresh(f"{bias}/attention_bias", taken)
         graph.initializer.extend([helper.make_tensor(ones, onnx.TensorProto.INT64, [2], [1, 1]),
                                   helper.make_tensor(one, onnx.TensorProto.INT64, [1], [1])])
-        graph.node.extend([helper.make_node("Shape", [x], [seq], name=seq, start=1, end=2),
-                           helper.make_node("Concat", [ones, seq, one], [shape], name=shape, axis=0),
+        if opset >= 15:
+            graph.node.append(helper.make_node("Shape", [x], [seq], name=seq, start=1, end=2))
+        else:
+            dims = _fresh(f"{bias}/input_shape", taken)
+            graph.node.extend([helper.make_node("Shape", [x], [dims], name=dims),
+                               helper.make_node("Gather", [dims, one], [seq], name=seq, axis=0)])
+        graph.node.extend([helper.make_node("Concat", [ones, seq, one], [shape], name=shape, axis=0),
                            helper.make_node("Expand", [bias, shape], [out], name=out)])
         expanded[bias] = out
     return expanded[bias]
@@ -388,7 +396,7 @@ def _attention_at(index: GraphIndex, i: int, consts: Mapping[str, onnx.TensorPro
         return None
     block = _Block((q, k, v), nodes, float(np.float32(factor * q.factor * k.factor)), merged[-1])
     if bias:
-        shaped = _bias_shape(types, consts, bias, q, opset)
+        shaped = _bias_shape(types, consts, bias, q)
         if shaped is None:
             return None
         block.bias, block.expand = bias, shaped[1]
@@ -414,12 +422,12 @@ def _scores(index: GraphIndex, name: str, reader: int, consts: Mapping[str, onnx
     return None if at is None else (at, factor, scaling)
 
 
-def _bias_shape(types: Types, consts: Mapping[str, onnx.TensorProto], bias: str, q: _Head,
-                opset: int) -> tuple[str, list[int] | str | None] | None:
+def _bias_shape(types: Types, consts: Mapping[str, onnx.TensorProto], bias: str,
+                q: _Head) -> tuple[str, list[int] | str | None] | None:
     """How the scores' additive ``bias`` becomes Attention's ``attention_bias`` (``[batch or 1, heads or 1,
     seq, seq]``): (bias, None) as it is; where its dim 2 is 1 (a padding mask ``[batch, 1, 1, seq]``),
-    (bias, shape) broadcast to a static ``shape``, or (bias, x) to x's sequence length at run time (a
-    Shape with start and end: opset 15); None where none is proven."""
+    (bias, shape) broadcast to a static ``shape``, or (bias, x) to x's sequence length at run time;
+    None where none is proven."""
     tensor = consts.get(bias)
     tp = helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims)) if tensor is not None else types.get(bias)
     dims, x_dims = _dims(tp), _dims(types.get(q.x))
@@ -434,7 +442,7 @@ def _bias_shape(types: Types, consts: Mapping[str, onnx.TensorProto], bias: str,
         return None
     if all(isinstance(d, int) for d in (*dims, seq)):
         return bias, [int(dims[0]), int(dims[1]), int(seq), int(dims[3])]  # type: ignore[arg-type]
-    return (bias, q.x) if opset >= 15 else None
+    return bias, q.x
 
 
 def _head(index: GraphIndex, name: str, reader: int, perm: list[int], consts: Mapping[str, onnx.TensorProto],
@@ -703,10 +711,11 @@ def _bias_of(index: GraphIndex, x: str, nodes: list[int], consts: Mapping[str, o
 # ------------------------------------------------------------------------ Add + LayerNormalization
 
 
-def fuse_skip_layernorm(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto], types: Types,
+def fuse_skip_layernorm(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto], types: Types, read: Read,
                         taken: set[str]) -> int:
-    """Replace ``LayerNormalization(Add(a, b))`` over the last axis by ``com.microsoft::SkipLayerNormalization``
-    (module docstring).
+    """Replace a layer normalization over the last axis of ``Add(a, b)`` (a LayerNormalization, or the
+    decomposition exporters write below opset 17) by ``com.microsoft::SkipLayerNormalization`` (module
+    docstring).
 
     Returns:
         How many nodes went.
@@ -716,36 +725,121 @@ def fuse_skip_layernorm(graph: onnx.GraphProto, consts: Mapping[str, onnx.Tensor
     removed: list[int] = []
     claimed: set[int] = set()
     for i, node in enumerate(index.nodes):
-        if node.op_type != "LayerNormalization" or node.domain not in _STANDARD:
+        if node.domain not in _STANDARD or node.op_type not in ("LayerNormalization", "Add"):
             continue
-        found = _skip_at(index, i, consts, types)
+        norm = _norm_at(index, i, consts, read)
+        found = _skip_at(index, norm, consts, types) if norm is not None else None
         if found is None or claimed & set(found[1]):
             continue
-        inputs, nodes, keep_sum = found
+        inputs, nodes, sum_at = found
         claimed.update(nodes)
         outputs = [node.output[0]]
-        if keep_sum:
-            outputs += ["", "", index.nodes[nodes[1]].output[0]]
-        attrs: dict[str, Any] = {"epsilon": float(_attr(node, "epsilon", 1e-5))}  # type: ignore[arg-type]
+        if sum_at is not None:
+            outputs += ["", "", index.nodes[sum_at].output[0]]
         replaced[i] = helper.make_node("SkipLayerNormalization", inputs, outputs, domain=DOMAIN,
                                        name=_fresh(f"{node.name or node.output[0]}/SkipLayerNormalization", taken),
-                                       **attrs)
-        removed.extend(nodes[1:])
+                                       epsilon=norm.epsilon)  # type: ignore[union-attr]
+        removed.extend(n for n in nodes if n != i)
     return _replace(graph, index, replaced, removed) if replaced else 0
 
 
-def _skip_at(index: GraphIndex, i: int, consts: Mapping[str, onnx.TensorProto],
-             types: Types) -> tuple[list[str], list[int], bool] | None:
-    """(SkipLayerNormalization's inputs, positions [the LayerNormalization, the Add, the bias Add?],
-    whether the sum is read elsewhere too) for the LayerNormalization at ``i``."""
-    norm = index.nodes[i]
-    if _attr(norm, "axis", -1) not in (-1, 2) or _attr(norm, "stash_type", 1) != 1 or len(norm.input) < 2 \
-            or any(o for o in norm.output[1:]):
+@dataclass
+class _Norm:
+    """A layer normalization over the last axis: its input, scale, bias ("" for none), epsilon and nodes."""
+
+    x: str
+    scale: str
+    bias: str
+    epsilon: float
+    nodes: list[int]
+
+
+def _norm_at(index: GraphIndex, i: int, consts: Mapping[str, onnx.TensorProto], read: Read) -> _Norm | None:
+    """The layer normalization whose last node is at ``i``: a LayerNormalization (axis -1 or 2, float32
+    statistics), or ``(x - mean) / sqrt(var + eps) * scale + bias`` with both means ReduceMeans over
+    the last axis keeping dims, the square a ``Pow(d, 2)`` or ``Mul(d, d)``, each node read by the next alone."""
+    node = index.nodes[i]
+    if node.op_type == "LayerNormalization":
+        if _attr(node, "axis", -1) not in (-1, 2) or _attr(node, "stash_type", 1) != 1 or len(node.input) < 2 \
+                or any(o for o in node.output[1:]):
+            return None
+        return _Norm(node.input[0], node.input[1], node.input[2] if len(node.input) > 2 else "",
+                     float(_attr(node, "epsilon", 1e-5)), [i])  # type: ignore[arg-type]
+    if len(node.input) != 2:
         return None
-    add_at = _producer(index, norm.input[0], "Add")
-    if add_at is None or norm.input[0] in index.output_set:
+    for scaled, bias in ((node.input[0], node.input[1]), (node.input[1], node.input[0])):
+        mul_at = _producer(index, scaled, "Mul")
+        tensor = consts.get(bias)
+        if mul_at is None or tensor is None or len(tensor.dims) != 1 or not _only_for(index, scaled, i):
+            continue
+        mul = index.nodes[mul_at]
+        for normed, scale in ((mul.input[0], mul.input[1]), (mul.input[1], mul.input[0])):
+            found = _normalized(index, normed, mul_at, consts, read)
+            scale_tensor = consts.get(scale)
+            if found is not None and scale_tensor is not None and len(scale_tensor.dims) == 1:
+                x, epsilon, nodes = found
+                return _Norm(x, scale, bias, epsilon, [*nodes, mul_at, i])
+    return None
+
+
+def _normalized(index: GraphIndex, name: str, reader: int, consts: Mapping[str, onnx.TensorProto],
+                read: Read) -> tuple[str, float, list[int]] | None:
+    """(x, epsilon, positions) when ``name`` is ``Div(x - mean(x), Sqrt(mean((x - mean(x))²) + eps))``."""
+    div_at = _producer(index, name, "Div")
+    if div_at is None or not _only_for(index, name, reader):
         return None
-    keep_sum = index.consumers.get(norm.input[0], []) != [i]
+    centered, std = index.nodes[div_at].input
+    sqrt_at = _producer(index, std, "Sqrt")
+    plus_at = _producer(index, index.nodes[sqrt_at].input[0], "Add") if sqrt_at is not None else None
+    if sqrt_at is None or plus_at is None or not _only_for(index, std, div_at) \
+            or not _only_for(index, index.nodes[sqrt_at].input[0], sqrt_at):
+        return None
+    plus = index.nodes[plus_at]
+    var = next((n for n in plus.input if _producer(index, n, "ReduceMean") is not None), None)
+    epsilon = _scalar(consts, read, _other(plus, var)) if var is not None else None
+    if var is None or epsilon is None or not _only_for(index, var, plus_at):
+        return None
+    var_at = index.producer[var]
+    square = index.nodes[var_at].input[0]
+    square_at = _producer(index, square, ("Pow", "Mul"))
+    if not _mean_over_last(index.nodes[var_at], consts, read) or square_at is None \
+            or not _only_for(index, square, var_at):
+        return None
+    squaring = index.nodes[square_at]
+    if squaring.op_type == "Pow" and not (squaring.input[0] == centered and _scalar(consts, read, squaring.input[1]) == 2.0):
+        return None
+    if squaring.op_type == "Mul" and list(squaring.input) != [centered, centered]:
+        return None
+    sub_at = _producer(index, centered, "Sub")
+    if sub_at is None or set(index.consumers.get(centered, [])) != {square_at, div_at} or centered in index.output_set:
+        return None
+    x, mean = index.nodes[sub_at].input
+    mean_at = _producer(index, mean, "ReduceMean")
+    if mean_at is None or index.nodes[mean_at].input[0] != x or not _only_for(index, mean, sub_at) \
+            or not _mean_over_last(index.nodes[mean_at], consts, read):
+        return None
+    return x, epsilon, [mean_at, sub_at, square_at, var_at, plus_at, sqrt_at, div_at]
+
+
+def _mean_over_last(node: onnx.NodeProto, consts: Mapping[str, onnx.TensorProto], read: Read) -> bool:
+    """Whether a ReduceMean averages over the last axis of a rank-3 input alone, keeping its dims (its
+    axes an attribute before opset 18, an input from it)."""
+    if _attr(node, "keepdims", 1) != 1 or _attr(node, "noop_with_empty_axes", 0):
+        return False
+    axes = _attr(node, "axes", None)
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        axes = _ints(consts, read, node.input[1])
+    return axes is not None and list(axes) in ([-1], [2])  # type: ignore[call-overload]
+
+
+def _skip_at(index: GraphIndex, norm: _Norm, consts: Mapping[str, onnx.TensorProto],
+             types: Types) -> tuple[list[str], list[int], int | None] | None:
+    """(SkipLayerNormalization's inputs, positions [the normalization's, the Add, the bias Add?], the Add's
+    position when its sum is read elsewhere too) for the normalization ``norm`` of an Add."""
+    add_at = _producer(index, norm.x, "Add")
+    if add_at is None or norm.x in index.output_set:
+        return None
+    keep_sum = not set(index.consumers.get(norm.x, [])) <= set(norm.nodes)
     add = index.nodes[add_at]
     a, b = add.input[0], add.input[1]
     da, db = _dims(types.get(a)), _dims(types.get(b))
@@ -754,12 +848,10 @@ def _skip_at(index: GraphIndex, i: int, consts: Mapping[str, onnx.TensorProto],
             or _elem(types.get(a)) != _FLOAT or _elem(types.get(b)) != _FLOAT:
         return None
     hidden = da[-1]
-    scale = norm.input[1]
-    beta = norm.input[2] if len(norm.input) > 2 and norm.input[2] else ""
-    if not _vector(consts, scale, hidden) or (beta and not _vector(consts, beta, hidden)):
+    if not _vector(consts, norm.scale, hidden) or (norm.bias and not _vector(consts, norm.bias, hidden)):
         return None
-    nodes = [i, add_at]
-    inputs = [a, b, scale, beta]
+    nodes = [*norm.nodes, add_at]
+    inputs = [a, b, norm.scale, norm.bias]
     for side, other in ((a, b), (b, a)):
         bias_at = _producer(index, side, "Add")
         if bias_at is None or not _only_for(index, side, add_at):
@@ -768,13 +860,13 @@ def _skip_at(index: GraphIndex, i: int, consts: Mapping[str, onnx.TensorProto],
         for data, bias in ((bias_add.input[0], bias_add.input[1]), (bias_add.input[1], bias_add.input[0])):
             if data not in consts and _vector(consts, bias, hidden) and _same_shape(types, data, side):
                 nodes.append(bias_at)
-                inputs = [data, other, scale, beta, bias]
+                inputs = [data, other, norm.scale, norm.bias, bias]
                 break
-        if len(nodes) == 3:
+        if len(inputs) == 5:
             break
-    if not beta and len(inputs) == 4:
+    if not norm.bias and len(inputs) == 4:
         inputs = inputs[:3]
-    return inputs, nodes, keep_sum
+    return inputs, nodes, add_at if keep_sum else None
 
 
 def _same_shape(types: Types, a: str, b: str) -> bool:

@@ -1127,10 +1127,10 @@ def _pass_gelu(state: _State) -> int:
 
 
 def _pass_skip_layernorm(state: _State) -> int:
-    if not _fusion_scope(state, ["LayerNormalization"]):
+    if not _fusion_scope(state, ["LayerNormalization", "ReduceMean"]):
         return 0
     consts, types = _fusion_inputs(state)
-    return _fused(state, _fusions.fuse_skip_layernorm(state.proto.graph, consts, types, _taken(state)))
+    return _fused(state, _fusions.fuse_skip_layernorm(state.proto.graph, consts, types, _read(state), _taken(state)))
 
 
 # -------------------------------------------------------------------------- identical constants

@@ -59,11 +59,13 @@ class _Builder:
         self.nodes.append(helper.make_node(op, inputs, [name + "_output_0"], name=name, **attrs))
         return name + "_output_0"
 
-    def model(self, x_dims: list[Any], y: str, *, opset: int = 17, mask_input: bool = False) -> gk.Model:
+    def model(self, x_dims: list[Any], y: str, *, opset: int = 17, mask: str = "") -> gk.Model:
         self.nodes.append(helper.make_node("Identity", [y], ["y"], name="/output/Identity"))
         inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_dims)]
-        if mask_input:  # (an additive mask [batch, 1, 1, seq], as a model's caller computes it)
+        if mask == "input":  # (an additive mask [batch, 1, 1, seq], as a model's caller computes it)
             inputs.append(helper.make_tensor_value_info("mask", TensorProto.FLOAT, [x_dims[0], 1, 1, x_dims[1]]))
+        elif mask == "bert":  # (BERT's attention_mask of 0/1 per token)
+            inputs.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, x_dims[:2]))
         graph = helper.make_graph(self.nodes, "encoder", inputs,
                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, x_dims)], self.inits)
         proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
@@ -73,7 +75,7 @@ class _Builder:
 
 def _encoder(*, static: bool = True, layers: int = 2, style: str = "torch", mask: str = "",
              scale: str = "scores", batch_in_target: bool = False, gelu_half: float = 0.5, softmax_axis: int = -1,
-             pre_norm: bool = False, probs_output: bool = False) -> gk.Model:
+             pre_norm: bool = False, probs_output: bool = False, decomposed: bool = False, opset: int = 17) -> gk.Model:
     """A post-LayerNorm (or ``pre_norm``) encoder: torch.onnx's style (Constant nodes, the head split
     computed from ``Shape(x)``, K transposed twice, ``Div`` by √d) or generate.py's (constant ``[0, 0,
     heads, size]`` targets, K transposed once, ``Mul`` by 1/√d). The keywords make the near-misses."""
@@ -81,6 +83,18 @@ def _encoder(*, static: bool = True, layers: int = 2, style: str = "torch", mask
     size = HIDDEN // HEADS
     x = "x"
     extra_outputs: list[str] = []
+    bert_mask = "mask"
+    if mask == "bert":  # ((1 - mask[:, None, None, :]) * -10000, as BERT's exports compute it once for every layer)
+        extended = b.node("Cast", [b.node("Unsqueeze", ["attention_mask", b.const([1, 2], np.int64)])], to=TensorProto.FLOAT)
+        bert_mask = b.node("Mul", [b.node("Sub", [b.const(1.0), extended]), b.const(-10000.0)])
+
+    def norm(x: str, scale: np.ndarray, shift: np.ndarray) -> str:
+        if not decomposed:
+            return b.node("LayerNormalization", [x, b.init(scale), b.init(shift)], axis=-1, epsilon=1e-5)
+        centered = b.node("Sub", [x, b.node("ReduceMean", [x], axes=[-1])])
+        var = b.node("ReduceMean", [b.node("Pow", [centered, b.const(2.0)])], axes=[-1])
+        normed = b.node("Div", [centered, b.node("Sqrt", [b.node("Add", [var, b.const(1e-12)])])])
+        return b.node("Add", [b.node("Mul", [normed, b.init(scale)]), b.init(shift)])
     for _ in range(layers):
         if style == "torch":
             shape = b.node("Shape", [x])
@@ -97,8 +111,7 @@ def _encoder(*, static: bool = True, layers: int = 2, style: str = "torch", mask
             merge = b.init(np.array([0, 0, HIDDEN], np.int64), "shape")
         residual = x
         if pre_norm:
-            x = b.node("LayerNormalization", [x, b.init(np.ones(HIDDEN, np.float32)), b.init(np.zeros(HIDDEN, np.float32))],
-                       axis=-1, epsilon=1e-5)
+            x = norm(x, np.ones(HIDDEN, np.float32), np.zeros(HIDDEN, np.float32))
         parts = {}
         for part in "qkv":
             heads = HEADS
@@ -123,7 +136,7 @@ def _encoder(*, static: bool = True, layers: int = 2, style: str = "torch", mask
         if mask:  # (a padding mask [1, 1, 1, seq], a causal one [1, 1, seq, seq], or one given as an input)
             value = {"padding": np.where(np.arange(SEQ) < 3, 0, -1e4).reshape(1, 1, 1, SEQ),
                      "causal": np.triu(np.full((SEQ, SEQ), -1e4), 1).reshape(1, 1, SEQ, SEQ)}.get(mask)
-            bias = b.init(value.astype(np.float32), "mask") if value is not None else "mask"
+            bias = b.init(value.astype(np.float32), "mask") if value is not None else bert_mask
             if scale == "after_mask":
                 scores = b.node("Div", [b.node("Add", [scores, bias]), b.const(math.sqrt(size))])
             else:
@@ -138,12 +151,10 @@ def _encoder(*, static: bool = True, layers: int = 2, style: str = "torch", mask
             attended = b.node("Dropout", [attended])
         summed = b.node("Add", [residual, attended])
         if pre_norm:  # (the sum is the residual stream: normalized for the FFN, and added to its output)
-            x = b.node("LayerNormalization", [summed, b.init(np.ones(HIDDEN, np.float32)),
-                                              b.init(np.zeros(HIDDEN, np.float32))], axis=-1, epsilon=1e-5)
+            x = norm(summed, np.ones(HIDDEN, np.float32), np.zeros(HIDDEN, np.float32))
         else:
-            x = b.node("LayerNormalization", [summed, b.init(b.rng.uniform(0.5, 1.5, HIDDEN).astype(np.float32)),
-                                              b.init(b.rng.standard_normal(HIDDEN).astype(np.float32) * 0.1)],
-                       axis=-1, epsilon=1e-5)
+            x = norm(summed, b.rng.uniform(0.5, 1.5, HIDDEN).astype(np.float32),
+                     b.rng.standard_normal(HIDDEN).astype(np.float32) * 0.1)
         up = b.node("Add", [b.node("MatMul", [x, b.weight(HIDDEN, 2 * HIDDEN)]),
                             b.init(b.rng.standard_normal(2 * HIDDEN).astype(np.float32) * 0.1)])
         erf = b.node("Erf", [b.node("Div", [up, b.const(math.sqrt(2))])])
@@ -153,10 +164,9 @@ def _encoder(*, static: bool = True, layers: int = 2, style: str = "torch", mask
         if pre_norm:
             x = b.node("Add", [summed, down])
         else:
-            x = b.node("LayerNormalization", [b.node("Add", [x, down]), b.init(np.ones(HIDDEN, np.float32)),
-                                              b.init(np.zeros(HIDDEN, np.float32))], axis=-1, epsilon=1e-5)
+            x = norm(b.node("Add", [x, down]), np.ones(HIDDEN, np.float32), np.zeros(HIDDEN, np.float32))
     dims: list[Any] = [1, SEQ, HIDDEN] if static else ["batch", "sequence", HIDDEN]
-    model = b.model(dims, x, mask_input=mask == "input")
+    model = b.model(dims, x, mask=mask, opset=opset)
     for name in extra_outputs:
         model.proto.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, HEADS, SEQ, SEQ]))
     return model
@@ -243,6 +253,20 @@ def test_a_mask_added_to_the_scaled_scores_is_the_attention_bias(mask: str, stat
     assert _max_error(model, result) < ATOL
     if not static:
         assert _max_error(model, result, batch=3, sequence=7) < ATOL
+
+
+@pytest.mark.parametrize("opset", [14, 17])
+def test_a_bert_export_below_opset_17_decomposed_layernorm_and_token_mask(opset: int) -> None:
+    model = _encoder(style="torch", static=False, mask="bert", decomposed=True, opset=opset)
+    result = _fused(model)
+    counts = _ops(result)
+    assert counts["com.microsoft::Attention"] == 2 and counts["com.microsoft::SkipLayerNormalization"] == 4
+    assert counts["com.microsoft::BiasGelu"] == 2 and counts["Expand"] == 1
+    assert "ReduceMean" not in counts and "Softmax" not in counts
+    options = gk.FeedOptions(seed=5, dims={"batch": 3, "sequence": 7}, ranges={"attention_mask": (0, 2)})
+    expected, found = gk.run(model, feed_options=options), gk.run(result, feed_options=options)
+    assert float(np.max(np.abs(found["y"] - expected["y"]))) < ATOL
+    onnx.checker.check_model(result.proto, full_check=True)
 
 
 def test_a_pre_norm_residual_stream_is_written_by_skip_layernorm_fourth_output() -> None:
