@@ -355,6 +355,11 @@ def _float16_ports(node: onnx.NodeProto, version: int, types: Mapping[str, int])
     for name, var in [*zip(node.input, ins), *zip(node.output, outs)]:
         if name and types.get(name) == FLOAT and var in allowed and "tensor(float16)" in allowed[var]:
             flip.add(var)
+    for name, var in zip(node.input, ins):
+        # (a custom operator's output nothing types: float32 or not, converting the node beside it
+        # would bind its type variable to two types, as Conv after a my::Debug marker did)
+        if name and var in flip and name not in types:
+            return f"it reads {name!r}, whose dtype graphkit cannot tell (declare its type in the model's value_info)"
     return _Ports(tuple(bool(n) and v in flip and types.get(n) == FLOAT for n, v in zip(node.input, ins)),
                   tuple(bool(n) and v in flip for n, v in zip(node.output, outs)))
 

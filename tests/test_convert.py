@@ -521,3 +521,15 @@ def test_casts_put_in_a_model_that_imports_only_a_custom_domain_get_an_ai_onnx_i
         casts = [n for n in edited.lazy_proto.graph.node if n.op_type == "Cast"]
         assert imports["com.vendor"] == 1 and (not casts or imports[""] == 14)  # (IR 7's newest)
         onnx.checker.check_model(edited.lazy_proto, full_check=True)
+
+
+def test_a_node_reading_what_no_one_types_stays_float32() -> None:
+    # fixtures/debug_markers.onnx: the Conv after a my::Debug marker got float16 weights beside the
+    # marker's float32 output, and ONNX Runtime refused the model (T bound to float and float16)
+    model = gk.load(fixture("debug_markers.onnx"))
+    report = gk.to_float16_with_report(model, keep_io_types=True)
+    kept = {k.node: k.reason for k in report.kept}
+    assert "dtype graphkit cannot tell" in kept["/convs.1/Conv"] and "'/Debug_0_output_0'" in kept["/convs.1/Conv"]
+    runnable = gk.replace_op(report.model, "my::Debug", "Identity", drop_attributes=True)
+    plain = gk.replace_op(model, "my::Debug", "Identity", drop_attributes=True)
+    assert _relative_error(plain, runnable, io_float16=False)["output"] < 2e-3
