@@ -369,6 +369,11 @@ def _default_range(dtype: np.dtype) -> tuple[float, float]:
 
 
 def _random(rng: np.random.Generator, spec: FeedSpec, shape: tuple[int, ...], lo: float, hi: float) -> np.ndarray:
+    # (numpy's generators return a scalar, not an array, for shape (): ONNX Runtime refuses a scalar)
+    return np.asarray(_random_values(rng, spec, shape, lo, hi))
+
+
+def _random_values(rng: np.random.Generator, spec: FeedSpec, shape: tuple[int, ...], lo: float, hi: float) -> Any:
     dtype = spec.dtype
     if dtype.kind == "f":
         values = rng.random(size=shape, dtype=np.float32) if dtype.itemsize <= 4 else rng.random(size=shape)

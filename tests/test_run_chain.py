@@ -131,3 +131,15 @@ def test_a_float16_chain_is_held_to_a_float16_tolerance_and_a_float32_one_is_exa
     assert exact.passed and exact.exact
     assert gk.Tolerance().for_dtype("float32") == gk.Tolerance()
     assert gk.Tolerance(1e-5, 1e-3).for_dtype("float16") == gk.Tolerance(1e-2, 1e-2)
+
+
+@pytest.mark.parametrize("dtype", ["float", "int64", "bool"])
+def test_a_chain_with_scalar_inputs_runs_on_generated_values(dtype: str) -> None:
+    # numpy's generators give a scalar, not an array, for shape (): ONNX Runtime refused it ("Unable to
+    # handle object of type <class 'numpy.float32'>"; found on the onnx wheel's test_gradient_of_add_and_mul)
+    model = gk.parse_model(f"""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g ({dtype} a, {dtype} b) => ({dtype} d) {{ c = Identity (a)
+            d = Identity (c) }}""")
+    chain = gk.run_chain(gk.split(model, parts=2), feed_options=gk.FeedOptions(seed=1))
+    assert chain.passed and chain.outputs["d"].shape == ()
