@@ -874,9 +874,9 @@ class _Manifest:
         entry = self.obj(value, where)
         self.text(entry, "name", where)
         dtype = self.field(entry, "dtype", where)
-        if not isinstance(dtype, str) or dtype not in _dtype_names():
-            raise self.fail(f"{where} 'dtype'", "an ONNX dtype name such as 'float32'", dtype)
-        if feeds:
+        if not isinstance(dtype, str) or not _type_name_ok(dtype):
+            raise self.fail(f"{where} 'dtype'", "an ONNX dtype name such as 'float32' or 'sequence(float32)'", dtype)
+        if feeds and dtype in _dtype_names():
             try:
                 np.dtype(dtype)
             except TypeError as err:
@@ -946,6 +946,18 @@ def _check_manifest(data: dict[str, Any], path: Path) -> None:
 
 
 _MAX_INT = 2**63 - 1
+
+
+def _type_name_ok(text: str) -> bool:
+    """Whether ``text`` is a type as summary.type_name writes it: a dtype name, or sequence(…),
+    optional(…), sparse(…) of one, or map(KEY,…) (a sequence crossing a cut: the wheel's sequence models)."""
+    for kind in ("sequence(", "optional(", "sparse("):
+        if text.startswith(kind) and text.endswith(")"):
+            return _type_name_ok(text[len(kind):-1])
+    if text.startswith("map(") and text.endswith(")") and "," in text:
+        key, value = text[4:-1].split(",", 1)
+        return key in _dtype_names() and _type_name_ok(value)
+    return text in _dtype_names()
 
 
 def _dtype_names() -> set[str]:

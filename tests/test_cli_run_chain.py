@@ -114,3 +114,24 @@ def test_run_chain_on_an_unavailable_provider_exits_2_naming_the_available_ones(
     err = capsys.readouterr().err
     assert "no provider 'cuda'" in err and "CPUExecutionProvider" in err
     assert "hint: pick one of these with --provider" in err and "Traceback" not in err
+
+
+def test_run_chain_reads_a_manifest_with_a_sequence_crossing_a_cut(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # split wrote 'sequence(float32)' and run-chain refused its own manifest as "edited or damaged"
+    # (found on the onnx wheel's test_sequence_model1)
+    source = tmp_path / "sequence.onnx"
+    gk.save(gk.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2, 3] x, float[1, 3] y) => (float[3, 3] out) {
+            s = SequenceConstruct (x, y)
+            out = ConcatFromSequence <axis = 0> (s)
+        }"""), source)
+    parts = _split(tmp_path, "--parts", "2", model=source)
+    assert "sequence(float32)" in (parts / "manifest.json").read_text()
+    assert main(["run-chain", str(parts)]) == 0, capsys.readouterr().err
+    assert "matches the whole model exactly" in capsys.readouterr().out
+    data = json.loads((parts / "manifest.json").read_text())
+    data["fragments"][0]["outputs"][0]["dtype"] = "sequence(float99)"
+    (parts / "manifest.json").write_text(json.dumps(data))
+    assert main(["run-chain", str(parts)]) == 2
+    assert "'sequence(float99)'" in capsys.readouterr().err  # (a damaged type is still refused)
