@@ -193,7 +193,7 @@ def auto_mixed_precision(
         keep_io_types: Keep float32 graph inputs and outputs float32.
         keep_op: Operators that stay float32 anyway.
         keep_node: Nodes that stay float32 anyway.
-        progress: Called with (runs done, runs expected at most) after each run of the search.
+        progress: Called with (session runs done, an estimate of their total) after each run.
 
     Returns:
         The model and the search's report; ``passed`` is False when even the float32 nodes found
@@ -659,9 +659,10 @@ class _Search:
 
     def _progress(self) -> None:
         if self.progress is not None:
+            # (expected: the trials left of about 3 + 2·log2(nodes), at the first walk's sessions each)
             done = self.trial_runs + self.fragment_runs
-            self.expected = max(self.expected, done + 1)
-            self.progress(done, self.expected)
+            left = max(1, self.expected - len(self.trials)) * max(1, self.fragment_runs // 2)
+            self.progress(done, done + left)
 
 
 def _float32_inside(model: Model, half: Set[str]) -> set[str]:

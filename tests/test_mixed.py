@@ -142,7 +142,7 @@ def test_cli_auto_mixed_prints_why_and_exits_1_when_out_of_reach(tmp_path: Path,
     assert main(["convert", str(fixture("whole_model.onnx")), str(out), "--float16", "--auto-mixed",
                  "--atol", "0", "--rtol", "0", "--save-recipe", str(tmp_path / "r.json")]) == 1
     text = capsys.readouterr().out
-    assert "NOT within atol 0 / rtol 0" in text and "model run(s)" in text
+    assert "NOT within atol 0 / rtol 0" in text and "model pass(es)" in text and "session run(s)" in text
     assert json.loads((tmp_path / "r.json").read_text())[0]["op"] == "to_float16"
 
 
@@ -281,3 +281,11 @@ def test_float16_values_cross_fragments_as_one_session_holds_them(monkeypatch: p
     got = search._walk(search._convert({}), set())["y"]
     assert search.trial_runs >= 3
     np.testing.assert_allclose(got, want, atol=1e-3)
+
+
+def test_progress_counts_every_session_run() -> None:
+    seen: list[tuple[int, int]] = []
+    result = gk.auto_mixed_precision(chain_model(blocks=12, lossy=(3,)), keep_io_types=True,
+                                     feed_options=gk.FeedOptions(seed=1), progress=lambda d, t: seen.append((d, t)))
+    assert [d for d, _ in seen] == list(range(1, result.runs + 1))
+    assert all(d < t for d, t in seen)

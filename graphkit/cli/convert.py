@@ -163,7 +163,7 @@ def _show_mixed(result: MixedPrecision, output: str, recipe: str) -> None:
     _render.text(f"wrote {output} and {recipe}: {len(result.kept)} of {result.candidates} node(s) kept float32 "
                  f"by the search, outputs {verdict} atol {tol.atol:g} / rtol {tol.rtol:g}, "
                  f"{result.passes:g} model pass(es) ({result.trials} trial(s) after a walk measuring "
-                 f"{result.measured} node(s)' own float16 error), in {result.runs} model run(s) of fragments "
+                 f"{result.measured} node(s)' own float16 error), in {result.runs} ONNX Runtime session run(s) "
                  f"({result.fragment_runs} for the walk, {result.trial_runs} for the trials)")
     if result.kept:
         listed = _render.capped(result.kept, LIMIT)
