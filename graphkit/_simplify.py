@@ -9,8 +9,8 @@ The passes, run in rounds until a round changes nothing:
   into a graph output makes the producer write the output instead. A weight behind an Identity is
   read where it is, never copied.
 - ``shapes``: Shape and Size of a tensor whose dims the typing engine (``graphkit._typing``) proves
-  static become constants, and so does a Gather of static dims out of a Shape whose other dims are
-  dynamic, so that ``Shape → Gather → Unsqueeze → Concat → Reshape`` folds into one Reshape.
+  static become constants, and so does a Gather or Slice of static dims out of a Shape whose other
+  dims are dynamic, so that ``Shape → Gather → Unsqueeze → Concat → Reshape`` folds into one Reshape.
 - ``reshapes``: a Reshape whose target is computed gets a constant one when inference (not value_info)
   proves every output dim: a size, ``0`` (copy) for the input's dim of the same name at the same
   position, ``-1`` for at most one other; with dynamic batch and sequence the exporter's chain goes.
@@ -530,6 +530,7 @@ def _shapes_in(state: _State, graph: onnx.GraphProto, *, top: bool) -> int:
             values[node.output[0]] = np.array(picked, np.int64)
         else:
             values.update(_static_gathers(graph, node.output[0], picked))
+            values.update(_static_slices(graph, node.output[0], picked))
     if not values or (state.old_ir and not top):
         return count
     return count + _replace_by_constants(state, graph, values, top=top)
@@ -595,6 +596,42 @@ def _static_gathers(graph: onnx.GraphProto, shape: str, dims: list[int | str]) -
         if all(isinstance(d, int) for d in picked):
             found[node.output[0]] = np.array(picked, np.int64).reshape(indices.shape)
     return found
+
+
+def _static_slices(graph: onnx.GraphProto, shape: str, dims: list[int | str]) -> dict[str, np.ndarray]:
+    """Slices of static dims out of a shape whose other dims are dynamic (``Slice(Shape(q), [-1], [MAX])``,
+    the head size torch's scaled_dot_product_attention export reads): output → its value. Positive steps
+    only, where Python's slicing and ONNX's clamping agree."""
+    inits = {t.name: t for t in graph.initializer}
+    found: dict[str, np.ndarray] = {}
+    for node in graph.node:
+        if node.op_type != "Slice" or node.domain not in ("", "ai.onnx") or not node.input or node.input[0] != shape:
+            continue
+        if len(node.input) > 1:  # (opset 10 on: starts, ends, axes, steps are inputs)
+            parts = [_small_ints(inits, name) if name else None for name in list(node.input[1:5])]
+            if any(p is None for p in parts[:2]) or any(p is None and name for p, name in zip(parts, node.input[1:5])):
+                continue
+            starts, ends = parts[0], parts[1]
+            axes = parts[2] if len(parts) > 2 and parts[2] is not None else [0]
+            steps = parts[3] if len(parts) > 3 and parts[3] is not None else [1]
+        else:
+            attrs = {a.name: list(a.ints) for a in node.attribute}
+            starts, ends, axes, steps = attrs.get("starts"), attrs.get("ends"), attrs.get("axes", [0]), [1]
+        if starts is None or ends is None or len(starts) != 1 or len(ends) != 1 or list(axes) not in ([0], [-1]) \
+                or list(steps) != [1]:
+            continue
+        picked = dims[slice(starts[0], ends[0])]
+        if picked and all(isinstance(d, int) for d in picked):
+            found[node.output[0]] = np.array(picked, np.int64)
+    return found
+
+
+def _small_ints(inits: Mapping[str, onnx.TensorProto], name: str) -> list[int] | None:
+    tensor = inits.get(name)
+    if tensor is None or tensor.data_type not in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) \
+            or tensor.data_location == onnx.TensorProto.EXTERNAL or tensor_nbytes(tensor) > 64:
+        return None
+    return [int(v) for v in numpy_helper.to_array(tensor).reshape(-1)]
 
 
 def _replace_by_constants(state: _State, graph: onnx.GraphProto, values: dict[str, np.ndarray], *,

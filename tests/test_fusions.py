@@ -127,7 +127,15 @@ def _encoder(*, static: bool = True, layers: int = 2, style: str = "torch", mask
             else:
                 parts[part] = b.node("Transpose", [h], perm=[0, 2, 1, 3])
         k = b.node("Transpose", [parts["k"]], perm=[0, 1, 3, 2]) if style == "torch" else parts["k"]
-        scores = b.node("MatMul", [parts["q"], k])
+        q = parts["q"]
+        if scale == "sdpa":  # (torch's scaled_dot_product_attention export: √scale on Q and on Kᵀ, the head size read
+            #                  from Q's shape)
+            width = b.node("Cast", [b.node("Slice", [b.node("Shape", [q]), b.const([-1], np.int64),
+                                                     b.const([2**63 - 1], np.int64)])], to=TensorProto.FLOAT)
+            root = b.node("Sqrt", [b.node("Cast", [b.node("Div", [b.const([1.0]), b.node("Sqrt", [width])])],
+                                          to=TensorProto.FLOAT)])
+            q, k = b.node("Mul", [q, root]), b.node("Mul", [k, root])
+        scores = b.node("MatMul", [q, k])
         if scale == "scores":
             scores = b.node("Div", [scores, b.node("Sqrt", [b.node("Cast", [b.const(size, np.int64)], to=TensorProto.FLOAT)])]) \
                 if style == "torch" else b.node("Mul", [scores, b.init(np.array(1 / math.sqrt(size), np.float32), "scale")])
@@ -253,6 +261,19 @@ def test_a_mask_added_to_the_scaled_scores_is_the_attention_bias(mask: str, stat
     assert _max_error(model, result) < ATOL
     if not static:
         assert _max_error(model, result, batch=3, sequence=7) < ATOL
+
+
+@pytest.mark.parametrize("static", [True, False])
+def test_torch_sdpa_export_scales_q_and_k_by_the_root_of_a_scale_read_from_the_shape(static: bool) -> None:
+    model = _encoder(style="torch", scale="sdpa", static=static, mask="input")
+    result = _fused(model)
+    counts = _ops(result)
+    assert counts["com.microsoft::Attention"] == 2 and "Slice" not in counts
+    attention = next(n for n in result.graph.node if n.op_type == "Attention")
+    assert next(a.f for a in attention.attribute if a.name == "scale") == pytest.approx(1 / math.sqrt(HIDDEN // HEADS))
+    assert _max_error(model, result) < ATOL
+    if not static:
+        assert _max_error(model, result, batch=2, sequence=9) < ATOL
 
 
 @pytest.mark.parametrize("opset", [14, 17])

@@ -174,6 +174,18 @@ def test_a_static_dim_gathered_from_a_dynamic_shape_is_folded() -> None:
     assert_same_values(model, result, batch=3)
 
 
+def test_static_dims_sliced_from_a_dynamic_shape_are_folded() -> None:
+    # (torch's scaled_dot_product_attention export reads the head size as Slice(Shape(q), [-1], [MAX]))
+    model = parse("g (float[batch, seq, 2, 8] q) => (float[batch, seq, 2, 8] y) {\n s = Shape(q)\n"
+                  " b = Constant<value = int64[1] {-1}>()\n e = Constant<value = int64[1] {9223372036854775807}>()\n"
+                  " last = Slice(s, b, e)\n b2 = Constant<value = int64[1] {2}>()\n tail = Slice(s, b2, e)\n"
+                  " width = Cast<to = 1>(last)\n root = Sqrt(width)\n y0 = Div(q, root)\n"
+                  " n = ReduceProd<keepdims = 0>(tail)\n nf = Cast<to = 1>(n)\n y = Mul(y0, nf) }")
+    result = gk.simplify(model)
+    assert ops(result) == ["Div", "Mul"]
+    assert_same_values(model, result, batch=3, seq=5)
+
+
 def test_folding_reaches_if_and_loop_bodies() -> None:
     model = parse("""
 g (bool c, float[2] x) => (float[2] y) <float[2] k = {1.0, 2.0}> {
