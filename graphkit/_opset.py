@@ -51,6 +51,10 @@ _NEUTRAL: dict[tuple[str, int], dict[str, int]] = {
     ("MaxPool", 10): {"ceil_mode": 0, "dilations": 1}, ("AveragePool", 10): {"ceil_mode": 0},
     ("AveragePool", 19): {"dilations": 1},
 }
+#: (operator, attribute) -> the value a node may set an attribute its older versions lack to, meaning
+#: what they did: going down, the attribute is dropped (a function body's Cast sets saturate=1).
+_NEUTRAL_SET: dict[tuple[str, str], int] = {("Cast", "saturate"): 1, ("CastLike", "saturate"): 1,
+                                            ("Shape", "start"): 0}
 #: Operators that before opset 13 coerce their input to 2-D at ``axis`` and from 13 work on that one axis.
 _AXIS_FAMILY = frozenset({"Softmax", "LogSoftmax", "Hardmax"})
 _CONTROL = frozenset({"If", "Loop", "Scan"})
@@ -124,7 +128,13 @@ def _convert(model: Model, version: int) -> OpsetConversion:
         raise EditError(f"{model.name} imports no ai.onnx opset", hint="nothing to convert")
     if source == target:
         raise NoChangeError(f"{model.name} already has ai.onnx opset {target}", hint="choose another version")
+    expanded = _expand_missing(model, proto, source, target)
+    if expanded:  # (the rewriter reads names, shapes and weights from the expanded graph)
+        copy = onnx.ModelProto()
+        copy.CopyFrom(proto)
+        model = Model(copy, model.base_dir, model.path)
     rewriter = _Rewriter(model, source, target)
+    rewriter.rewritten.extend(expanded)
     missing = _missing_operators(proto, target) or _unfit_types(proto, source, target, _known_types(model))
     if missing:
         raise _refusal(model, target, missing)
@@ -162,7 +172,155 @@ def _convert(model: Model, version: int) -> OpsetConversion:
     return OpsetConversion(model.derive(proto), source, target, tuple(rewriter.rewritten), need_converter)
 
 
+# ------------------------------------------------------------------ operators ONNX defines as functions
+
+
+#: Rounds of expansion (a function body may use an operator that is itself a function).
+_EXPAND_ROUNDS = 4
+
+
+def _expand_missing(model: Model, proto: onnx.ModelProto, source: int, target: int) -> list[str]:
+    """Replace, in ``proto``'s main graph and bodies, each node whose operator the target version lacks
+    and which ONNX defines as a function of older operators (LayerNormalization 17, Gelu 20,
+    GroupNormalization 21, Mish and HardSwish 22 ...) by that function's nodes at the source version,
+    which the converter then takes down. Returns the labels of the nodes expanded."""
+    labels: list[str] = []
+    for _ in range(_EXPAND_ROUNDS):
+        types: dict[str, onnx.TypeProto] | None = None
+        found = False
+        places = [(where, graph.node, source) for where, graph in _named_graphs(proto.graph, "main graph")]
+        # (a local function's types depend on its calls: only the operators with a plain function there)
+        places += [(f"function {func.name}", func.node, _version(func.opset_import) or source) for func in proto.functions]
+        for where, nodes, version in places:
+            rebuilt: list[onnx.NodeProto] = []
+            changed = False
+            for k, node in enumerate(nodes):
+                body = None
+                if node.domain in ("", "ai.onnx") and _since(node.op_type, target) is None \
+                        and _since(node.op_type, version) is not None:
+                    if types is None:
+                        types = _all_types(model, proto)
+                    body = _function_body(node, version, types if where.startswith(("main", "main graph")) else {})
+                if body is None:
+                    rebuilt.append(node)
+                    continue
+                rebuilt.extend(_inlined(node, body, k, _taken_names(proto), _defaults(node.op_type, version)))
+                labels.append(f"{where}: {_node_label(node, k)} expanded into its ONNX function")
+                changed = True
+            if changed:
+                del nodes[:]
+                nodes.extend(rebuilt)
+                found = True
+        if not found:
+            break
+    return labels
+
+
+def _all_types(model: Model, proto: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    """The types ONNX inference gives every tensor of ``proto`` (its weights read from ``model``)."""
+    inferred = _inferred(model.derive(proto))
+    types: dict[str, onnx.TypeProto] = {}
+    for graph in _graphs(inferred.graph):
+        for info in (*graph.input, *graph.output, *graph.value_info):
+            types[info.name] = info.type
+        for tensor in graph.initializer:
+            types[tensor.name] = onnx.helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims))
+    return types
+
+
+def _function_body(node: onnx.NodeProto, version: int, types: dict[str, onnx.TypeProto]) -> onnx.FunctionProto | None:
+    """The function ONNX defines ``node``'s operator as, at ``version`` (None when it defines none, or
+    a context-dependent one needs input types that are not known)."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, version, "")
+    except Exception:  # onnx raises SchemaError for an op that does not exist at that version
+        return None
+    body = onnx.FunctionProto()
+    if schema.has_function:  # type: ignore[attr-defined]
+        body.CopyFrom(schema.function_body)
+        return body
+    if not schema.has_context_dependent_function:  # type: ignore[attr-defined]
+        return None
+    if any(n and n not in types for n in node.input):
+        return None
+    given = [types[n].SerializeToString() if n else onnx.TypeProto().SerializeToString() for n in node.input]
+    try:
+        body.ParseFromString(schema.get_context_dependent_function(  # type: ignore[attr-defined]
+            node.SerializeToString(), given))
+    except Exception:  # onnx raises from C++ where the function cannot be built for these types
+        return None
+    return body if body.node else None
+
+
+def _defaults(op: str, version: int) -> dict[str, onnx.AttributeProto]:
+    """The attribute defaults of ``op``'s schema at ``version`` (what a function body's reference to
+    an attribute the node leaves out means)."""
+    schema = onnx.defs.get_schema(op, version, "")
+    return {name: attr.default_value for name, attr in schema.attributes.items()
+            if attr.default_value.type != onnx.AttributeProto.UNDEFINED}
+
+
+def _taken_names(proto: onnx.ModelProto) -> set[str]:
+    names: set[str] = set()
+    for graph in _graphs(proto.graph):
+        names.update(n for node in graph.node for n in (*node.input, *node.output, node.name))
+        names.update(t.name for t in graph.initializer)
+        names.update(v.name for v in (*graph.input, *graph.output))
+    return names
+
+
+def _inlined(node: onnx.NodeProto, body: onnx.FunctionProto, position: int, taken: set[str],
+             defaults: dict[str, onnx.AttributeProto]) -> list[onnx.NodeProto]:
+    """The nodes of ``body`` computing ``node``'s outputs from its inputs: names made unique under the
+    node's, attribute references resolved from the node (or dropped where it has none), and the nodes
+    no output of the node needs left out."""
+    base = node.name or f"{node.op_type}_{position}"
+    renamed: dict[str, str] = {formal: actual for formal, actual in zip(body.input, node.input)}
+    renamed.update({formal: "" for formal in list(body.input)[len(node.input):]})
+    renamed.update({formal: actual for formal, actual in zip(body.output, node.output) if actual})
+
+    def fresh(name: str) -> str:
+        if name not in renamed:
+            candidate, k = f"{base}/{name}", 1
+            while candidate in taken:
+                k += 1
+                candidate = f"{base}/{name}_{k}"
+            taken.add(candidate)
+            renamed[name] = candidate
+        return renamed[name]
+
+    attrs = {**defaults, **{a.name: a for a in node.attribute}}
+    made: list[onnx.NodeProto] = []
+    for inner in body.node:
+        copy = onnx.NodeProto()
+        copy.CopyFrom(inner)
+        copy.input[:] = [fresh(n) if n else "" for n in inner.input]
+        copy.output[:] = [fresh(n) if n else "" for n in inner.output]
+        copy.name = fresh(inner.name or f"{inner.op_type}_{len(made)}")
+        for attr in list(copy.attribute):
+            if attr.ref_attr_name:
+                given = attrs.get(attr.ref_attr_name)
+                copy.attribute.remove(attr)
+                if given is not None:
+                    value = onnx.AttributeProto()
+                    value.CopyFrom(given)
+                    value.name = attr.name
+                    copy.attribute.append(value)
+        made.append(copy)
+    needed = {o for o in node.output if o}
+    kept: list[onnx.NodeProto] = []
+    for inner in reversed(made):  # (the function's other outputs: Mean, InvStdDev of LayerNormalization)
+        if any(o in needed for o in inner.output):
+            kept.append(inner)
+            needed.update(n for n in inner.input if n)
+    return list(reversed(kept))
+
+
 # ----------------------------------------------------------------------------------------- helpers
+
+
+def _int_value(attr: onnx.AttributeProto) -> int | None:
+    return int(attr.i) if attr.type == onnx.AttributeProto.INT else None
 
 
 def _version(imports: Any) -> int | None:
@@ -440,7 +598,8 @@ class _Rewriter:
             return False
         if _since(node.op_type, self.source) == schema.since_version:
             return True
-        if any(a.name not in schema.attributes for a in node.attribute):
+        if any(a.name not in schema.attributes and _NEUTRAL_SET.get((node.op_type, a.name)) != _int_value(a)
+               for a in node.attribute):
             return False
         if any(a.required and a.name not in {x.name for x in node.attribute} for a in schema.attributes.values()):
             return False
@@ -456,9 +615,10 @@ class _Rewriter:
         # Only its type variables were renamed or widened (Identity 14 and 16 took sequences and
         # optionals, Pow 12 integers; ONNX's converter has no adapter down across them): it fits
         # when every input and output has a known type the target version takes.
+        # (an attribute the newer version added may be left out, or set to its old meaning: Shape's start=0)
         alike = [(i.name, i.option) for i in source.inputs] == [(i.name, i.option) for i in schema.inputs] \
             and [(o.name, o.option) for o in source.outputs] == [(o.name, o.option) for o in schema.outputs] \
-            and set(source.attributes) == set(schema.attributes)
+            and set(schema.attributes) <= set(source.attributes)
         if not alike or not self.shaped:
             return False
         if self._types is None:
@@ -568,6 +728,12 @@ class _Rewriter:
             return self._down(node, constants, label)
         if _changes(node, self.source, self.target) and not self.compatible(node):
             self._check_compatible(node, label)
+        if _changes(node, self.source, self.target):  # (attributes the target lacks, at their old meaning)
+            schema = onnx.defs.get_schema(node.op_type, self.target, "")
+            dropped = [a for a in node.attribute if a.name not in schema.attributes]
+            for attr in dropped:
+                node.attribute.remove(attr)
+            return bool(dropped)
         return False
 
     def _reads_attributes(self, node: onnx.NodeProto) -> bool:

@@ -140,14 +140,30 @@ def test_nodes_missing_in_bodies_and_functions_are_named_too() -> None:
     model = gk.parse_model("""<ir_version: 8, opset_import: ["" : 13, "local" : 1]>
         g (bool c, float[2] x) => (float[2] y) {
             y = If (c) <then_branch = t () => (float[2] a) { a = local.Act (x) },
-                        else_branch = e () => (float[2] b) { b = Celu (x) }>
+                        else_branch = e () => (float[2] b) { b = Einsum <equation = "i->i"> (x) }>
         }
-        <domain: "local", opset_import: ["" : 13]> Act (v) => (w) { w = Celu (v) }""")
+        <domain: "local", opset_import: ["" : 13]> Act (v) => (w) { w = Einsum <equation = "i->i"> (v) }""")
     with pytest.raises(gk.EditError) as err:
         gk.convert_opset(model, 11)
     message = str(err.value)
-    assert "Celu does not exist before opset 12" in message
-    assert "main graph > If.else_branch: #0 (Celu)" in message and "function Act: #0 (Celu)" in message
+    assert "Einsum does not exist before opset 12" in message
+    assert "main graph > If.else_branch: #0 (Einsum)" in message and "function Act: #0 (Einsum)" in message
+
+
+def test_an_operator_defined_as_a_function_is_expanded_in_bodies_and_local_functions_too() -> None:
+    model = gk.parse_model("""<ir_version: 8, opset_import: ["" : 14, "local" : 1]>
+        g (bool c, float[2] x) => (float[2] y) {
+            y = If (c) <then_branch = t () => (float[2] a) { a = local.Act (x) },
+                        else_branch = e () => (float[2] b) { b = HardSwish (x) }>
+        }
+        <domain: "local", opset_import: ["" : 14]> Act (v) => (w) { w = HardSwish (v) }""")
+    report = gk.convert_opset_with_report(model, 13)
+    onnx.checker.check_model(report.model.lazy_proto, full_check=True)
+    assert sum("expanded into its ONNX function" in label for label in report.rewritten) == 2
+    x = np.array([-4.0, -1.5, 2.0, 5.0], np.float32)[1:3]
+    for c in (True, False):
+        got = gk.run(report.model, {"c": np.array(c), "x": x})["y"]
+        np.testing.assert_allclose(got, x * np.clip(x / 6 + 0.5, 0, 1), rtol=1e-6)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -564,3 +580,30 @@ def test_cli_convert_says_whose_run_failed(tmp_path: Path, capsys: pytest.Captur
     assert main(["convert", str(source), str(tmp_path / "no.onnx"), "--opset", "14", "--value", "s=[3, 2]"]) == 2
     err = capsys.readouterr().err
     assert "the model converted to opset 14 fails where the input model runs" in err and not (tmp_path / "no.onnx").exists()
+
+
+FUNCTION_OPS = {
+    # op: (model text, its first version); a converter has no adapter below it: graphkit writes the
+    # function ONNX defines the operator as (found converting a transformer with LayerNormalization to 13)
+    "layernorm": ("(float[N,3,8] x, float[8] g, float[8] b) => (float[N,3,8] y) "
+                  "{ y = LayerNormalization <axis=-1, epsilon=0.001> (x, g, b) }", 17),
+    "gelu_tanh": ('(float[2,3,8] x) => (float[2,3,8] y) { y = Gelu <approximate="tanh"> (x) }', 20),
+    "gelu": ("(float[2,3,8] x) => (float[2,3,8] y) { y = Gelu (x) }", 20),
+    "hardswish": ("(float[2,3,8] x) => (float[2,3,8] y) { y = HardSwish (x) }", 14),
+    "mish": ("(float[2,3,8] x) => (float[2,3,8] y) { y = Mish (x) }", 18),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FUNCTION_OPS))
+@pytest.mark.parametrize("target", [13, 11])
+def test_an_operator_onnx_defines_as_a_function_goes_below_its_first_version(case: str, target: int) -> None:
+    text, first = FUNCTION_OPS[case]
+    model = _model(text, max(first, 17))
+    report = gk.convert_opset_with_report(model, target)
+    onnx.checker.check_model(report.model.lazy_proto, full_check=True)
+    assert any("expanded into its ONNX function" in label for label in report.rewritten)
+    assert all(n.op_type not in ("LayerNormalization", "Gelu", "HardSwish", "Mish", "CastLike")
+               for n in report.model.lazy_proto.graph.node)
+    feeds = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=5, dims={"N": 3}))
+    want, got = gk.run(model, feeds), gk.run(report.model, feeds)
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-6)

@@ -19,7 +19,9 @@ list as a recipe (--save-recipe, default OUT with .recipe.yaml) that ``edit IN O
 adapters, graphkit's own rewrites for the operators whose arguments moved between attributes and
 inputs (Reduce*, Squeeze, Unsqueeze, Split, Clip, Pad), Resize 10/11, Softmax/LogSoftmax/Hardmax
 across 13, and down from the forms the converter cannot convert down (Reshape, BatchNormalization,
-Dropout, MaxPool, AveragePool), in bodies and local functions too. Every node that cannot be
+Dropout, MaxPool, AveragePool), in bodies and local functions too. An operator the target lacks that
+ONNX defines as a function (LayerNormalization, Gelu, Mish, HardSwish ...) becomes that function's
+nodes; a model older than opset 7 is checked on onnx's ReferenceEvaluator. Every node that cannot be
 converted is named with the reason; the result's outputs must equal the input's on seeded inputs,
 or nothing is written.
 """
