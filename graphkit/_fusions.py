@@ -27,7 +27,9 @@ function (up to float rounding: the kernels sum in another order), else it is le
   association, operands either way round; the constants exactly float32's 0.5, 1, √2 or 1/√2)
   becomes ``Gelu(x)``, or ``BiasGelu(a, b)`` when x is ``Add(a, b)`` of a 1-D constant bias whose
   length is a's last dim (proven by a MatMul's constant weight or by inference). The tanh
-  approximation is another function and is not matched.
+  approximation ``x · 0.5 · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))`` (GPT-2's ``gelu_new``, torch's
+  ``approximate="tanh"``; the cube a Pow by 3 or two Muls, the constants exactly float32's) becomes
+  ``FastGelu``, the bias its second input.
 - ``skip_layernorm``: a layer normalization over the last axis of ``Add(a, b)`` (a
   LayerNormalization, or the decomposition exporters write below opset 17: ``(x - mean) / sqrt(var
   + eps) * scale + bias`` of ReduceMeans over the last axis, the square a Pow by 2 or a Mul), with a
@@ -66,6 +68,9 @@ _SCALAR_BYTES = 64
 #: The Gelu constants, as float32 holds them.
 _SQRT2 = float(np.float32(math.sqrt(2.0)))
 _RSQRT2 = float(np.float32(1.0 / math.sqrt(2.0)))
+#: The tanh approximation's constants, as float32 holds them.
+_SQRT_2_PI = float(np.float32(math.sqrt(2.0 / math.pi)))
+_KAPPA = float(np.float32(0.044715))
 
 Read = Callable[[onnx.TensorProto], np.ndarray]
 Types = Mapping[str, onnx.TypeProto]
@@ -605,7 +610,8 @@ def _merge(index: GraphIndex, context_at: int, v: _Head, consts: Mapping[str, on
 def fuse_gelu(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto], types: Types, read: Read,
               taken: set[str]) -> int:
     """Replace each ``x · 0.5 · (1 + erf(x / √2))`` by ``com.microsoft::Gelu`` or, where x adds a 1-D
-    constant bias, ``BiasGelu`` (module docstring).
+    constant bias, ``BiasGelu``; and each ``x · 0.5 · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))`` by
+    ``FastGelu`` (the bias as its second input) (module docstring).
 
     Returns:
         How many nodes went.
@@ -615,7 +621,7 @@ def fuse_gelu(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto], ty
     removed: list[int] = []
     claimed: set[int] = set()
     for i, node in enumerate(index.nodes):
-        if node.op_type != "Erf" or node.domain not in _STANDARD:
+        if node.op_type not in ("Erf", "Tanh") or node.domain not in _STANDARD:
             continue
         found = _gelu_at(index, i, consts, read)
         if found is None or claimed & set(found[1]):
@@ -626,39 +632,36 @@ def fuse_gelu(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto], ty
         out = index.nodes[last].output[0]
         name = index.nodes[last].name or out
         bias = _bias_of(index, x, nodes, consts, types)
+        tanh = node.op_type == "Tanh"
         if bias is not None and bias[2] not in claimed:
             a, b, add_at = bias
             claimed.add(add_at)
-            replaced[last] = helper.make_node("BiasGelu", [a, b], [out], name=_fresh(f"{name}/BiasGelu", taken),
-                                              domain=DOMAIN)
+            op = "FastGelu" if tanh else "BiasGelu"
+            replaced[last] = helper.make_node(op, [a, b], [out], name=_fresh(f"{name}/{op}", taken), domain=DOMAIN)
             removed.append(add_at)
         else:
-            replaced[last] = helper.make_node("Gelu", [x], [out], name=_fresh(f"{name}/Gelu", taken), domain=DOMAIN)
+            op = "FastGelu" if tanh else "Gelu"
+            replaced[last] = helper.make_node(op, [x], [out], name=_fresh(f"{name}/{op}", taken), domain=DOMAIN)
         removed.extend(n for n in nodes if n != last)
     return _replace(graph, index, replaced, removed) if replaced else 0
 
 
-def _gelu_at(index: GraphIndex, erf_at: int, consts: Mapping[str, onnx.TensorProto],
+def _gelu_at(index: GraphIndex, at: int, consts: Mapping[str, onnx.TensorProto],
              read: Read) -> tuple[str, list[int]] | None:
-    """(x, the pattern's node positions with the one writing the result last) around the Erf at ``erf_at``."""
-    erf = index.nodes[erf_at]
-    scaled_at = index.producer.get(erf.input[0])
-    if scaled_at is None or not _only_for(index, erf.input[0], erf_at):
+    """(x, the pattern's node positions with the one writing the result last) around the Erf or Tanh at ``at``."""
+    inner = _erf_inner(index, at, consts, read) if index.nodes[at].op_type == "Erf" else _tanh_inner(index, at, consts, read)
+    if inner is None:
         return None
-    scaled = _scale_of(index, scaled_at, consts, read)
-    if scaled is None:
-        return None
-    x, node = scaled[0], index.nodes[scaled_at]
-    constant = _scalar(consts, read, node.input[1] if node.op_type == "Div" else _other(node, x))
-    if constant != (_SQRT2 if node.op_type == "Div" else _RSQRT2):
-        return None
-    plus_at = _sole_reader(index, erf.output[0])
+    x, nodes = inner
+    function = index.nodes[at].output[0]
+    plus_at = _sole_reader(index, function)
     if plus_at is None:
         return None
     plus = index.nodes[plus_at]
-    if plus.op_type != "Add" or plus.domain not in _STANDARD or _scalar(consts, read, _other(plus, erf.output[0])) != 1.0:
+    if plus.op_type != "Add" or plus.domain not in _STANDARD or _scalar(consts, read, _other(plus, function)) != 1.0:
         return None
-    # x · (1 + erf) · 0.5 in one of three associations
+    nodes.append(plus_at)
+    # x · (1 + f) · 0.5 in one of three associations
     first_at = _sole_reader(index, plus.output[0])
     if first_at is None:
         return None
@@ -666,7 +669,6 @@ def _gelu_at(index: GraphIndex, erf_at: int, consts: Mapping[str, onnx.TensorPro
     if first.op_type != "Mul" or first.domain not in _STANDARD or len(first.input) != 2:
         return None
     operand = _other(first, plus.output[0])
-    nodes = [scaled_at, erf_at, plus_at]
     if operand == x or _scalar(consts, read, operand) == 0.5:  # (x · s) · 0.5 or (s · 0.5) · x
         second_at = _sole_reader(index, first.output[0])
         if second_at is None:
@@ -685,6 +687,70 @@ def _gelu_at(index: GraphIndex, erf_at: int, consts: Mapping[str, onnx.TensorPro
     if x not in half.input or _scalar(consts, read, _other(half, x)) != 0.5:
         return None
     return x, [*nodes, half_at, first_at]
+
+
+def _erf_inner(index: GraphIndex, erf_at: int, consts: Mapping[str, onnx.TensorProto],
+               read: Read) -> tuple[str, list[int]] | None:
+    """(x, positions) for ``erf(x / √2)`` (or ``erf(x · 1/√2)``) at ``erf_at``."""
+    erf = index.nodes[erf_at]
+    scaled_at = index.producer.get(erf.input[0])
+    if scaled_at is None or not _only_for(index, erf.input[0], erf_at):
+        return None
+    scaled = _scale_of(index, scaled_at, consts, read)
+    if scaled is None:
+        return None
+    x, node = scaled[0], index.nodes[scaled_at]
+    constant = _scalar(consts, read, node.input[1] if node.op_type == "Div" else _other(node, x))
+    if constant != (_SQRT2 if node.op_type == "Div" else _RSQRT2):
+        return None
+    return x, [scaled_at, erf_at]
+
+
+def _tanh_inner(index: GraphIndex, tanh_at: int, consts: Mapping[str, onnx.TensorProto],
+                read: Read) -> tuple[str, list[int]] | None:
+    """(x, positions) for ``tanh(√(2/π) · (x + 0.044715 · x³))`` at ``tanh_at`` (the cube a ``Pow(x, 3)``
+    or ``x · (x · x)``)."""
+    inner = index.nodes[tanh_at].input[0]
+    scaled_at = _producer(index, inner, "Mul")
+    if scaled_at is None or not _only_for(index, inner, tanh_at):
+        return None
+    scaled = _scale_of(index, scaled_at, consts, read)
+    if scaled is None or _scalar(consts, read, _other(index.nodes[scaled_at], scaled[0])) != _SQRT_2_PI:
+        return None
+    sum_at = _producer(index, scaled[0], "Add")
+    if sum_at is None or not _only_for(index, scaled[0], scaled_at):
+        return None
+    total = index.nodes[sum_at]
+    for x, term in ((total.input[0], total.input[1]), (total.input[1], total.input[0])):
+        term_at = _producer(index, term, "Mul")
+        if term_at is None or not _only_for(index, term, sum_at):
+            continue
+        cubic = _scale_of(index, term_at, consts, read)
+        if cubic is None or index.nodes[term_at].op_type != "Mul" \
+                or _scalar(consts, read, _other(index.nodes[term_at], cubic[0])) != _KAPPA:
+            continue
+        cube = _cube_of(index, cubic[0], term_at, x, consts, read)
+        if cube is not None:
+            return x, [*cube, term_at, sum_at, scaled_at, tanh_at]
+    return None
+
+
+def _cube_of(index: GraphIndex, name: str, reader: int, x: str, consts: Mapping[str, onnx.TensorProto],
+             read: Read) -> list[int] | None:
+    """The positions computing ``name`` = x³ (``Pow(x, 3)``, or ``x · (x · x)`` either way round)."""
+    at = _producer(index, name, ("Pow", "Mul"))
+    if at is None or not _only_for(index, name, reader):
+        return None
+    node = index.nodes[at]
+    if node.op_type == "Pow":
+        return [at] if node.input[0] == x and _scalar(consts, read, node.input[1]) == 3.0 else None
+    if x not in node.input:
+        return None
+    square = _other(node, x) if list(node.input) != [x, x] else None
+    square_at = _producer(index, square, "Mul") if square else None
+    if square_at is None or list(index.nodes[square_at].input) != [x, x] or not _only_for(index, square, at):  # type: ignore[arg-type]
+        return None
+    return [square_at, at]
 
 
 def _bias_of(index: GraphIndex, x: str, nodes: list[int], consts: Mapping[str, onnx.TensorProto],

@@ -1157,7 +1157,7 @@ def _pass_attention(state: _State) -> int:
 
 
 def _pass_gelu(state: _State) -> int:
-    if not _fusion_scope(state, ["Erf"]):
+    if not _fusion_scope(state, ["Erf", "Tanh"]):
         return 0
     consts, types = _fusion_inputs(state)
     return _fused(state, _fusions.fuse_gelu(state.proto.graph, consts, types, _read(state), _taken(state)))
@@ -1461,15 +1461,16 @@ def fuse_attention(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check
 @_noop_returns_input
 def fuse_gelu(model: Model, /, *, check: bool = True) -> Model:
     """Replace each ``x * 0.5 * (1 + erf(x / sqrt(2)))`` (float32, constants exact) by ONNX Runtime's
-    ``com.microsoft::Gelu``, or ``BiasGelu`` where x adds a 1-D constant bias to a projection (the
-    result runs in ONNX Runtime only). Main graph.
+    ``com.microsoft::Gelu``, or ``BiasGelu`` where x adds a 1-D constant bias to a projection; and each
+    ``x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`` by ``FastGelu`` (the bias its second
+    input). The result runs in ONNX Runtime only. Main graph.
 
     Raises:
         InvalidModelError: The result is invalid.
     """
     return _as_edit(model, ["gelu"], what="fuse_gelu", check=check,
-                    hint="no float32 x * 0.5 * (1 + erf(x / sqrt(2))) was found (the tanh approximation is "
-                         "another function)")
+                    hint="no float32 x * 0.5 * (1 + erf(x / sqrt(2))), nor its tanh approximation, was found "
+                         "with exactly float32's constants")
 
 
 @_noop_returns_input

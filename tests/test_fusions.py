@@ -329,7 +329,7 @@ def _parse(text: str) -> gk.Model:
     return gk.parse_model('<ir_version: 8, opset_import: ["" : 17]>\n' + text)
 
 
-def test_gelu_without_a_bias_is_gelu_and_the_tanh_form_is_not_matched() -> None:
+def test_gelu_without_a_bias_is_gelu_and_the_tanh_form_is_fast_gelu() -> None:
     model = _parse("""
     g (float[2, 8] x) => (float[2, 8] y, float[2, 8] t)
     <float r = {0.70710677}, float one = {1.0}, float half = {0.5}, float c = {0.7978846}, float k = {0.044715},
@@ -350,9 +350,40 @@ def test_gelu_without_a_bias_is_gelu_and_the_tanh_form_is_not_matched() -> None:
       t = Mul(m, half)
     }""")
     result = gk.fuse_gelu(model)
-    counts = _ops(result)
-    assert counts["com.microsoft::Gelu"] == 1 and counts["Tanh"] == 1 and "Erf" not in counts
+    assert _ops(result) == {"com.microsoft::Gelu": 1, "com.microsoft::FastGelu": 1}
     assert _max_error(model, result) < ATOL
+
+
+@pytest.mark.parametrize(("kappa", "fused"), [(0.044715, True), (0.0447, False)])
+def test_the_tanh_form_after_a_projection_is_fast_gelu_with_its_bias(kappa: float, fused: bool) -> None:
+    rng = np.random.default_rng(1)
+    w = ", ".join(f"{v:.4f}" for v in rng.standard_normal(64))
+    model = _parse(f"""
+    g (float[batch, 3, 8] i) => (float[batch, 3, 8] t)
+    <float[8, 8] w = {{{w}}}, float[8] b = {{0.1, -0.2, 0.3, 0, 0.5, -0.6, 0.7, 0.8}}, float one = {{1.0}},
+     float half = {{0.5}}, float c = {{0.7978846}}, float k = {{{kappa}}}>
+    {{
+      mm = MatMul(i, w)
+      x = Add(mm, b)
+      x2 = Mul(x, x)
+      x3 = Mul(x, x2)
+      q = Mul(k, x3)
+      u = Add(x, q)
+      v = Mul(c, u)
+      th = Tanh(v)
+      z = Add(one, th)
+      xz = Mul(x, z)
+      t = Mul(half, xz)
+    }}""")
+    result = gk.simplify(model, target="onnxruntime")
+    counts = _ops(result)
+    if fused:
+        assert counts == {"MatMul": 1, "com.microsoft::FastGelu": 1}
+        node = next(n for n in result.graph.node if n.op_type == "FastGelu")
+        assert list(node.input) == ["mm", "b"]
+    else:
+        assert "com.microsoft::FastGelu" not in counts and counts["Tanh"] == 1
+    assert _max_error(model, result, batch=2) < ATOL
 
 
 def test_gelu_with_an_approximate_sqrt2_is_left_alone() -> None:

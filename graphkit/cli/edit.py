@@ -392,8 +392,8 @@ OPTIONS: dict[str, tuple[str | None, Callable[[Any], Step], str]] = {
                          "fuse multi-head attention into ONNX Runtime's com.microsoft::Attention (the result runs in "
                          "ONNX Runtime only)"),
     "--fuse-gelu": (None, lambda _t: Step("fuse_gelu", {}),
-                    "fuse x*0.5*(1+erf(x/sqrt(2))) into ONNX Runtime's com.microsoft::Gelu or BiasGelu (the result "
-                    "runs in ONNX Runtime only)"),
+                    "fuse x*0.5*(1+erf(x/sqrt(2))) into ONNX Runtime's com.microsoft::Gelu or BiasGelu, its tanh "
+                    "approximation into FastGelu (the result runs in ONNX Runtime only)"),
     "--fuse-skip-layernorm": (None, lambda _t: Step("fuse_skip_layernorm", {}),
                               "fuse Add + LayerNormalization into ONNX Runtime's com.microsoft::SkipLayerNormalization "
                               "(the result runs in ONNX Runtime only)"),
