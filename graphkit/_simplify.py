@@ -1447,15 +1447,17 @@ def fuse_attention(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check
     proven ``[batch, seq, hidden]`` (weights of at most ``max_bytes``, float32), split into heads by a
     Reshape whose constant target proves the head count and a Transpose, merged back by a Transpose
     and a Reshape, scaled by scalar constants. Its Q, K and V weights and biases are packed into one
-    weight and one bias; ``num_heads`` comes from the Reshape, ``scale`` from the constants. A block
-    with anything else between the scores and the Softmax (a mask) is left as it is.
+    weight and one bias; ``num_heads`` comes from the Reshape, ``scale`` from the constants. A mask
+    added to the scaled scores becomes Attention's ``attention_bias`` (a padding mask ``[batch, 1, 1,
+    seq]`` broadcast along the queries); a block with a mask added before the scale, or anything else
+    between the scores and the Softmax, is left as it is.
 
     Raises:
         InvalidModelError: Shape inference contradicts the model itself, or the result is invalid.
     """
     return _as_edit(model, ["attention"], what="fuse_attention", max_bytes=max_bytes, check=check,
-                    hint="no Softmax(scale * Q K^T) V block of float32 projections of one 3-D input, split into "
-                         "heads by a Reshape of constant target, was found (a masked block is left as it is)")
+                    hint="no Softmax(scale * Q K^T [+ mask]) V block of float32 projections of one 3-D input, "
+                         "split into heads by a Reshape of constant target, was found")
 
 
 @_noop_returns_input
