@@ -34,13 +34,13 @@ def occ_fp16(model: str, out: str) -> dict[str, Any]:
     return {"work_s": time.perf_counter() - start, "kept": _float_nodes(converted), "runs": 0}
 
 
-def graphkit_mixed(model: str, out: str, atol: float, rtol: float) -> dict[str, Any]:
+def graphkit_mixed(model: str, out: str, atol: float, rtol: float, fragment_mb: float = 64.0) -> dict[str, Any]:
     import graphkit as gk
 
     start = time.perf_counter()
     source = gk.load(model)
     result = gk.auto_mixed_precision(source, tolerance=gk.Tolerance(atol, rtol), keep_io_types=True,
-                                     feeds=_feeds(model))
+                                     feeds=_feeds(model), fragment_bytes=int(fragment_mb * 2**20))
     gk.save(result.model, out)
     return {"work_s": time.perf_counter() - start, "kept": len(result.kept), "passes": result.passes,
             "trials": result.trials, "runs": result.runs, "trial_runs": result.trial_runs,

@@ -125,6 +125,7 @@ def main() -> int:
     parser.add_argument("--mixed", action="store_true", help="also the mixed-precision searches")
     parser.add_argument("--big", action="store_true", help="also graphkit on the 2.7 GB external-weights model")
     parser.add_argument("--only", choices=["graphkit", "occ"], help="run only this tool's jobs")
+    parser.add_argument("--fragment-mb", type=float, default=64.0, help="graphkit's search: MiB per session")
     parser.add_argument("--atol", type=float, default=1e-3)
     parser.add_argument("--rtol", type=float, default=1e-2)
     parser.add_argument("--timeout", type=float, default=900.0, help="per job, seconds")
@@ -138,7 +139,8 @@ def main() -> int:
                     _job("occ fp16", "occ_fp16", model, tmp / "occ16.onnx")]
             if args.mixed:
                 tol = {"atol": args.atol, "rtol": args.rtol}
-                jobs += [_job("graphkit auto-mixed", "graphkit_mixed", model, tmp / "gkmix.onnx", **tol),
+                jobs += [_job("graphkit auto-mixed", "graphkit_mixed", model, tmp / "gkmix.onnx", **tol,
+                              fragment_mb=args.fragment_mb),
                          _job("occ auto-mixed", "occ_mixed", model, tmp / "occmix.onnx", **tol)]
             for job in jobs:
                 if args.only and not job.name.startswith(args.only):

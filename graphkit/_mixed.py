@@ -20,13 +20,15 @@ fragment's session holds its weights only, a value is dropped after its last rea
    keeping those the outputs need, until each node left was tried away from the set left (within
    2·log2(nodes) trials; the nodes it has no trial left for stay, marked so).
 
-A trial computes only what earlier trials did not: the values a walk passes between fragments are
-kept on disk under the signature of the computation that made them, and a walk starts from the latest
-such values its outputs depend on; its fragments end around the nodes later trials will change, where
-no float16 value is alive. Where a walk must pass a float16 value between fragments (a model beyond the
-budget), it passes it as float32 when ONNX Runtime's CPU provider holds it in float32 inside one session
-(it computes float16 nodes it has no kernel for in float32 between Casts it removes in pairs), so that
-the fragments compute what one session does as far as that can be read from its graph.
+A model within the fragment budget runs each trial in one session, as the user's will. A larger one runs
+each trial in fragments and computes only what earlier trials did not: the values a walk passes between
+fragments are kept on disk under the signature of the computation that made them, a walk starts from
+the latest such values its outputs depend on, and its fragments also end around the nodes later trials
+will change, where no float16 value is alive. A float16 value passed between fragments goes as float32
+when ONNX Runtime's CPU provider holds it in float32 inside one session (it computes float16 nodes it
+has no kernel for in float32 between Casts it removes in pairs), so that the fragments compute what one
+session does as far as that can be read from its graph (not always: it also picks a node's kernel by
+its neighbours).
 
 Every trial converts the graph again but reads each weight's float16 (or float32) copy from one scratch
 store written on first use (``graphkit._convert.WeightStore``), so a trial costs its sessions and runs,
@@ -182,6 +184,7 @@ def auto_mixed_precision(
     keep_op: Sequence[str] = (),
     keep_node: Sequence[str] = (),
     progress: Progress | None = None,
+    fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
 ) -> MixedPrecision:
     """Convert to float16, keeping float32 the fewest nodes needed for the outputs to stay within tolerance.
 
@@ -194,6 +197,11 @@ def auto_mixed_precision(
         keep_op: Operators that stay float32 anyway.
         keep_node: Nodes that stay float32 anyway.
         progress: Called with (session runs done, an estimate of their total) after each run.
+        fragment_bytes: About how many bytes of weights and values each session holds at most (every
+            run goes fragment by fragment; ONNX Runtime also holds float32 copies of float16 weights).
+            A model within it runs each trial in one session, which computes exactly what the user's
+            session will; a larger one passes values between fragments, where ONNX Runtime's CPU
+            provider may compute float16 nodes otherwise than in one session.
 
     Returns:
         The model and the search's report; ``passed`` is False when even the float32 nodes found
@@ -215,9 +223,10 @@ def auto_mixed_precision(
     ops = argcheck.names(keep_op, "keep_op", what="operator")
     nodes = argcheck.names(keep_node, "keep_node", what="node name")
     check_keep_op(model, ops)
+    argcheck.integer(fragment_bytes, "fragment_bytes", minimum=1)
     if progress is not None and not callable(progress):
         raise UsageError("progress= must be a function (done, total)", hint="pass a callable or None")
-    return _Search(model, tolerance, feeds, feed_options, keep_io_types, ops, nodes, progress).run()
+    return _Search(model, tolerance, feeds, feed_options, keep_io_types, ops, nodes, progress, fragment_bytes).run()
 
 
 @dataclass(frozen=True)
@@ -242,8 +251,9 @@ class _Trial:
 class _Search:
     def __init__(self, model: Model, tolerance: Tolerance, feeds: Mapping[str, Any] | None,
                  feed_options: FeedOptions, keep_io_types: bool, keep_op: list[str], keep_node: list[str],
-                 progress: Progress | None) -> None:
+                 progress: Progress | None, fragment_bytes: int = DEFAULT_FRAGMENT_BYTES) -> None:
         self.model = model
+        self.budget = fragment_bytes
         self.tolerance = tolerance
         self.keep_io_types = keep_io_types
         self.keep_op = keep_op
@@ -434,8 +444,8 @@ class _Search:
         kept on disk under the signature of the computation that made it (``_signatures``), and the
         walk starts from the latest such values its outputs depend on. A walk's fragments end before
         each node of ``cuts`` (main-graph positions of the float32 model), where later trials that
-        change that node resume, where no float16 value passes between them (``_cuts``: ONNX Runtime
-        then computes the same values as in one session)."""
+        change that node resume, where no float16 value is alive (``_cuts``), when the model does not
+        fit one session anyway."""
         model = conversion.model
         proto = model.lazy_proto
         index = GraphIndex(proto.graph)
@@ -478,14 +488,20 @@ class _Search:
                 inside.append(_float32_inside(model, half))
             return _widen(fragment, given, exposed, inside[0])
 
-        walker = _Walker(_Graph(walked, index, {}, self.model.name), "ort", feeds, set(outputs),
-                         budget=DEFAULT_FRAGMENT_BYTES, label=f"{self.model.name} (mixed precision, trial)",
+        graph = _Graph(walked, index, {}, self.model.name)
+        walker = _Walker(graph, "ort", feeds, set(outputs),
+                         budget=self.budget, label=f"{self.model.name} (mixed precision, trial)",
                          first_step=self._first_step(), visit=ran, adapt=adapt)
         # (the whole budget, not compare's quarter of a run: one side runs, and a model within it runs
         # in one session, exactly as the user's session will)
-        walker.budget = DEFAULT_FRAGMENT_BYTES
-        walker.cuts = _cuts(walker.order, index, conversion.main_float16,
-                            [i for i in (self._converted_node(index, k) for k in cuts) if i is not None])
+        walker.budget = max(self.budget, 1)
+        # Cuts only where the walk has fragments anyway: even where only float32 values pass, a cut
+        # can change what ONNX Runtime computes (it picks a float16 or float32 kernel for a node by
+        # its neighbours: on the 403 MB transformer, trials in one session kept 8 LayerNormalizations,
+        # trials cut so 12), and a model within the budget is judged as the user's session runs it.
+        if graph.run_bytes() > walker.budget:
+            walker.cuts = _cuts(walker.order, index, conversion.main_float16,
+                                [i for i in (self._converted_node(index, k) for k in cuts) if i is not None])
         got: dict[str, Any] = {}
         for batch in walker:
             got.update(batch)
@@ -555,11 +571,11 @@ class _Search:
             if not ready:
                 return
             held = {**feeds, **values}
-            for part in _chunks(ready, reads, outputs, held):
+            for part in _chunks(ready, reads, outputs, held, self.budget):
                 self._measure_fragment(part, reads, outputs, held)
 
         walker = _Walker(_Graph(self.model, self.index, {}, self.model.name), "ort", self.feeds, wanted,
-                         budget=DEFAULT_FRAGMENT_BYTES // 2, label=f"{self.model.name} (float32, captured)",
+                         budget=self.budget // 2, label=f"{self.model.name} (float32, captured)",
                          first_step=self._first_step(), visit=measure)
         graph_outputs = set(self.index.outputs)
         for batch in walker:
@@ -635,7 +651,7 @@ class _Search:
         graph input or output (the walk grows or shrinks its fragments from there)."""
         largest = max((v.nbytes for v in (*self.feeds.values(), *self.reference.values())
                        if isinstance(v, np.ndarray)), default=0)
-        return max(1, DEFAULT_FRAGMENT_BYTES // max(4 * largest, 1))
+        return max(1, self.budget // max(4 * largest, 1))
 
     # ------------------------------------------------------------------ helpers
 
@@ -866,7 +882,7 @@ def _nbytes(value: Any) -> int:
 
 
 def _chunks(ready: list[int], reads: Mapping[int, list[str]], outputs: Mapping[int, list[str]],
-            held: Mapping[str, Any]) -> list[list[int]]:
+            held: Mapping[str, Any], budget: int) -> list[list[int]]:
     """``ready`` in order, cut so that each local measurement's values (its distinct inputs and its
     outputs) stay within compare's fragment budget: a capture fragment can expose more than that
     (light_densenet121's last fragment exposed 337 MB, and one decoupled model over all of it
@@ -877,7 +893,7 @@ def _chunks(ready: list[int], reads: Mapping[int, list[str]], outputs: Mapping[i
     for k in ready:
         names = [n for n in (*reads[k], *outputs[k]) if n not in seen]
         n_bytes = sum(_nbytes(held.get(n)) for n in names)
-        if chunks[-1] and total + n_bytes > DEFAULT_FRAGMENT_BYTES:
+        if chunks[-1] and total + n_bytes > budget:
             chunks.append([])
             seen, total = set(), 0
             names = list(dict.fromkeys((*reads[k], *outputs[k])))

@@ -90,7 +90,7 @@ def _table(tmp: Path) -> dict[str, tuple[Callable[..., Any], dict[str, Any]]]:
         "auto_mixed_precision": (gk.auto_mixed_precision, {"model": model, "tolerance": gk.Tolerance(1e-2, 1e-2),
                                                            "feeds": None, "feed_options": gk.FeedOptions(),
                                                            "keep_io_types": True, "keep_op": (), "keep_node": (),
-                                                           "progress": None}),
+                                                           "progress": None, "fragment_bytes": 2**20}),
         "convert_opset": (gk.convert_opset, {"model": model, "version": 13}),
         "convert_opset_with_report": (gk.convert_opset_with_report, {"model": model, "version": 16}),
         "set_dtype": (gk.set_dtype, {"model": model, "tensor": "x", "dtype": "float16"}),

@@ -99,9 +99,9 @@ def test_the_search_on_a_long_chain_takes_ten_times_fewer_runs_than_nodes() -> N
         assert k.local_max_abs == pytest.approx(0.2, abs=1e-3) and k.output_max_abs == pytest.approx(0.2, abs=1e-3)
     assert result.measured == result.candidates == 247  # every node's own error measured
     assert result.runs * 10 <= len(model.lazy_proto.graph.node)  # one run per node would be 247
-    # the first walk's two passes, then trials that resume where they differ from an earlier one
-    # (onnxconverter-common's auto_convert_mixed_precision runs this model 45 times)
-    assert result.trials == 5 and result.passes < 2 + result.trials and result.passes <= 5.5
+    # the first walk's two passes, then a pass per trial: the chain fits one session, where each trial
+    # runs whole, as the user's session will (onnxconverter-common runs this model 45 times)
+    assert result.trials == 5 and result.passes == 2 + result.trials == result.runs
     plain = gk.to_float16(model, keep_io_types=True)
     x = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=1))
     assert np.abs(gk.run(plain, x)["y"] - gk.run(model, x)["y"]).max() > 0.1  # float16 alone loses 0.2 per spot
@@ -186,12 +186,12 @@ def test_an_if_whose_bodies_read_the_lossy_tensor_is_measured_with_its_bodies() 
     np.testing.assert_allclose(gk.run(result.model, feeds)["y"], feeds["x"] + np.float32(1000.3) - 1000, atol=1e-3)
 
 
-def test_trials_run_fragment_by_fragment_within_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_trials_run_fragment_by_fragment_within_the_budget() -> None:
     model = chain_model(blocks=12, lossy=(3, 8))
     options = gk.FeedOptions(seed=1)
     whole = gk.auto_mixed_precision(model, keep_io_types=True, feed_options=options)
-    monkeypatch.setattr(_mixed, "DEFAULT_FRAGMENT_BYTES", 4096)  # a few nodes per fragment
-    split = gk.auto_mixed_precision(model, keep_io_types=True, feed_options=options)
+    split = gk.auto_mixed_precision(model, keep_io_types=True, feed_options=options,
+                                    fragment_bytes=4096)  # a few nodes per fragment
     assert whole.keep_node() == ["lossy3", "lossy8"]
     assert split.trial_runs > whole.trial_runs  # more, smaller sessions
     # where fragments end, float16 values pass as ONNX Runtime holds them in one session (float32 when
@@ -203,8 +203,10 @@ def test_trials_run_fragment_by_fragment_within_the_budget(monkeypatch: pytest.M
 
 
 def test_a_trial_resumes_from_the_values_an_earlier_trial_computed() -> None:
+    # (a model beyond the fragment budget: one within it runs each trial whole, in one session)
     model = chain_model(blocks=40, lossy=(10, 30))
-    search = _mixed._Search(model, _mixed.MIXED_TOLERANCE, None, gk.FeedOptions(seed=1), True, [], [], None)
+    search = _mixed._Search(model, _mixed.MIXED_TOLERANCE, None, gk.FeedOptions(seed=1), True, [], [], None,
+                            fragment_bytes=16384)
     search.reference = gk.run(model, search.feeds)
     search.candidates = list(search._convert({}).main_converted)
     lossy = [k for k, n in enumerate(search.nodes) if n.name in ("lossy10", "lossy30")]
@@ -214,8 +216,9 @@ def test_a_trial_resumes_from_the_values_an_earlier_trial_computed() -> None:
     # lossy30 float16 too: the values up to lossy10's float32 output are those of the first trial
     again = search._trial({lossy[0]})
     resumed = (search.work - spent) / len(search.nodes)
-    assert not again.passed and 0.5 < resumed < 0.8  # (lossy10 is a quarter into the chain)
-    fresh = _mixed._Search(model, _mixed.MIXED_TOLERANCE, None, gk.FeedOptions(seed=1), True, [], [], None)
+    assert not again.passed and 0 < resumed < 0.8  # (from behind lossy10 at the latest)
+    fresh = _mixed._Search(model, _mixed.MIXED_TOLERANCE, None, gk.FeedOptions(seed=1), True, [], [], None,
+                           fragment_bytes=16384)
     fresh.reference, fresh.candidates = search.reference, search.candidates
     assert fresh._trial({lossy[0]}).errors == again.errors  # the same outputs as a trial from the start
     assert fresh.work == pytest.approx(len(search.nodes))
@@ -268,15 +271,15 @@ def test_float32_inside_one_session_is_read_from_onnx_runtimes_graph() -> None:
     assert _mixed._float32_inside(conversion.model, conversion.main_float16) == {"x_float16", "a", "y_float16"}
 
 
-def test_float16_values_cross_fragments_as_one_session_holds_them(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_float16_values_cross_fragments_as_one_session_holds_them() -> None:
     # one session computes Relu, Add and Sub in float32 between the Casts it inserts and removes, so
     # the float16 model loses only the weight's rounding (1000.3 held as 1000.5); fragments that
     # passed ``a`` as float16 would round 1000.x to 0.5 as well
     model = rounding_model()
     feeds = {"x": np.array([0.1, 0.2, 0.3, 0.45], np.float32)}
     want = gk.run(gk.to_float16(model, keep_io_types=True), feeds)["y"]
-    monkeypatch.setattr(_mixed, "DEFAULT_FRAGMENT_BYTES", 8)  # a fragment per node
-    search = _mixed._Search(model, _mixed.MIXED_TOLERANCE, feeds, gk.FeedOptions(), True, [], [], None)
+    search = _mixed._Search(model, _mixed.MIXED_TOLERANCE, feeds, gk.FeedOptions(), True, [], [], None,
+                            fragment_bytes=8)  # a fragment per node
     search.reference = gk.run(model, feeds)
     got = search._walk(search._convert({}), set())["y"]
     assert search.trial_runs >= 3
@@ -289,3 +292,19 @@ def test_progress_counts_every_session_run() -> None:
                                      feed_options=gk.FeedOptions(seed=1), progress=lambda d, t: seen.append((d, t)))
     assert [d for d, _ in seen] == list(range(1, result.runs + 1))
     assert all(d < t for d, t in seen)
+
+
+def test_cli_fragment_mb_sets_the_search_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "chain.onnx"
+    gk.save(chain_model(blocks=12, lossy=(3,)), source)
+    runs = []
+    for mb in ("64", "0.004"):
+        assert main(["convert", str(source), str(tmp_path / f"m{mb}.onnx"), "--float16", "--auto-mixed",
+                     "--keep-io-types", "--fragment-mb", mb, "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["passed"] and [k["node"] for k in report["kept"]] == ["lossy3"]
+        runs.append(report["trial_runs"])
+    assert runs[1] > runs[0]  # smaller fragments: more sessions for the same trials
+    assert main(["convert", str(source), str(tmp_path / "x.onnx"), "--float16", "--auto-mixed",
+                 "--fragment-mb", "0"]) == 2
+    assert "--fragment-mb" in capsys.readouterr().err

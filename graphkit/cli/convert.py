@@ -11,7 +11,8 @@ of the float32 model's on seeded (or given) inputs: one walk over the float32 mo
 fragment, gives its outputs and every node's own float16 error (each node again on the float32 values
 of its inputs), nodes that overflow on their own stay float32, and a search over the nodes ranked by
 their own error finds the fewest that bring the outputs back. Every run goes fragment by fragment, so
-memory follows the fragment budget, not the model. It prints which nodes stay float32 and why (their
+memory follows the fragment budget (--fragment-mb), not the model; a model within it runs each trial
+in one session, as yours will. It prints which nodes stay float32 and why (their
 own error), the work in passes (whole-model inferences) and ONNX Runtime session runs, and writes the
 list as a recipe (--save-recipe, default OUT with .recipe.yaml) that ``edit IN OUT --recipe`` replays.
 
@@ -37,6 +38,7 @@ import numpy as np
 import onnx
 
 from graphkit._backends import execute
+from graphkit._compare import DEFAULT_FRAGMENT_BYTES
 from graphkit._convert import Float16Conversion, to_float16_with_report
 from graphkit._mixed import MIXED_TOLERANCE, MixedPrecision, auto_mixed_precision
 from graphkit._model import Model
@@ -72,6 +74,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        help=f"absolute tolerance of the outputs (default {MIXED_TOLERANCE.atol:g})")
     mixed.add_argument("--rtol", type=number(lo=0), default=MIXED_TOLERANCE.rtol,
                        help=f"relative tolerance of the outputs (default {MIXED_TOLERANCE.rtol:g})")
+    mixed.add_argument("--fragment-mb", type=number(lo=0, hi=2.0**40, lo_open=True),
+                       default=DEFAULT_FRAGMENT_BYTES / 2**20,
+                       help="at most about how many MiB of weights and values each session of the search holds "
+                            f"(default {DEFAULT_FRAGMENT_BYTES / 2**20:g}); a model within it runs each trial in one "
+                            "session, as yours will")
     mixed.add_argument("--save-recipe", metavar="FILE",
                        help="where to write the kept nodes as a recipe (default: OUT with .recipe.yaml)")
     add_feed_options(p)
@@ -145,7 +152,8 @@ def _run_mixed(args: argparse.Namespace) -> int:
     show_notes(parsed)
     result = auto_mixed_precision(model, tolerance=tol, feeds=parsed.feeds, feed_options=parsed.options(),
                                   keep_io_types=args.keep_io_types, keep_op=args.keep_op, keep_node=args.keep_node,
-                                  progress=_render.progress("convert", enabled=args.progress, unit="runs"))
+                                  progress=_render.progress("convert", enabled=args.progress, unit="runs"),
+                                  fragment_bytes=max(1, int(args.fragment_mb * 2**20)))
     _render.progress_done()
     step = Step("to_float16", {"keep_io_types": args.keep_io_types, "keep_op": list(args.keep_op),
                                "keep_node": [*args.keep_node, *result.keep_node()]})
