@@ -530,7 +530,10 @@ def symbolic_shapes(proto: onnx.ModelProto) -> onnx.ModelProto | None:
         opset = get_opset(proto)
         if not opset or opset < 7:
             return None
-        inference = _proven_inference()(2**31 - 1, True, False, 0)  # (int_max, auto_merge, guess_output_rank, verbose)
+        # (int_max, auto_merge, guess_output_rank, verbose): without auto_merge, two dims of different
+        # names meeting in a broadcast are not declared one (Add of [batch, 4] and [seq, 4] was typed
+        # [batch, 4], wrong where batch is 1 and seq is not); inference stops there instead
+        inference = _proven_inference()(2**31 - 1, False, False, 0)
         inference._preprocess(proto)
         while inference.run_:
             inference._infer_impl()

@@ -250,3 +250,16 @@ def test_infer_shapes_writes_no_negative_size_from_a_branch_never_taken() -> Non
     for graph, _ in iter_graphs(typed.lazy_proto.graph):
         assert all(d >= 0 for dims in _types(graph).values() for d in dims if isinstance(d, int))
     np.testing.assert_array_equal(gk.run(typed, {"size": np.arange(5)})["first"], [0, 1, 2])
+
+
+def test_infer_shapes_does_not_declare_two_dims_one_where_they_broadcast() -> None:
+    # ONNX Runtime's symbolic inference merged 'seq' into 'batch' (auto_merge) and typed z [batch, 4]:
+    # with batch 1 and seq 5 z is [5, 4]
+    model = gk.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+        g (float[batch, 4] x, float[seq, 4] y) => (float[?, 4] z) { a = Relu (y)
+            z = Add (x, a) }""")
+    typed = gk.infer_shapes(model)
+    dims = _types(typed.lazy_proto.graph)
+    assert dims["a"] == ["seq", 4] and dims["z"][0] not in ("batch", "seq")
+    z = gk.run(typed, {"x": np.ones((1, 4), np.float32), "y": np.ones((5, 4), np.float32)})["z"]
+    assert z.shape == (5, 4)
