@@ -14,7 +14,10 @@ function (up to float rounding: the kernels sum in another order), else it is le
   or K's ``[0, 2, 1, 3]`` then ``[0, 1, 3, 2]``), merged back by ``Transpose [0, 2, 1, 3]`` and a
   Reshape to ``[batch, seq, hidden]``, scaled by scalar constants (Mul or Div) on the scores or on Q
   or K, becomes one ``Attention`` (``num_heads`` from the Reshape, ``scale`` the product of the scale
-  constants, Q/K/V weights and biases packed into one weight and one bias). A mask added to the
+  constants, Q/K/V weights and biases packed into one weight and one bias). Q, K and V may also come
+  from one projection already packed that way (a vision transformer's ``qkv``: reshaped to ``[batch,
+  seq, 3, heads, size]``, transposed by ``[2, 0, 3, 1, 4]`` and taken apart by Gathers or a Split), whose
+  weight Attention then reads as it is, where it lies. A mask added to the
   scaled scores (``Softmax(scale · Q Kᵀ + m)``) becomes its ``attention_bias``, which ONNX Runtime
   adds after the scale as the graph did: as it is where m is proven ``[batch or 1, heads or 1, seq,
   seq]`` (a causal mask), and a padding mask ``[batch or 1, 1, 1, seq]`` broadcast along the queries
@@ -233,6 +236,9 @@ class _Head:
     factor: float
     #: The weight is stored ``[width, hidden in]`` (a Gemm's transB).
     transposed: bool = False
+    #: Q, K and V come from one projection already packed as Attention packs them (weight and bias
+    #: are that projection's, for all three).
+    packed: bool = False
 
 
 @dataclass
@@ -280,14 +286,20 @@ def fuse_attention(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto
             continue
         claimed.update(block.nodes)
         q, k, v = block.heads
-        weights = np.concatenate([read(consts[h.weight]).T if h.transposed else read(consts[h.weight])
-                                  for h in block.heads], axis=1)
-        biases = np.concatenate([read(consts[h.bias]) if h.bias else np.zeros(h.width, np.float32) for h in block.heads])
         out = index.nodes[block.out_at]
         stem = out.name or node.name or out.output[0]
-        w_name, b_name = _fresh(f"{stem}/qkv_weight", taken), _fresh(f"{stem}/qkv_bias", taken)
-        graph.initializer.extend([numpy_helper.from_array(weights.astype(np.float32), w_name),
-                                  numpy_helper.from_array(biases.astype(np.float32), b_name)])
+        if q.packed:  # (the model's own packed weight, read where it lies)
+            w_name, b_name = q.weight, q.bias or _fresh(f"{stem}/qkv_bias", taken)
+            if not q.bias:
+                graph.initializer.append(numpy_helper.from_array(np.zeros(3 * q.width, np.float32), b_name))
+        else:
+            weights = np.concatenate([read(consts[h.weight]).T if h.transposed else read(consts[h.weight])
+                                      for h in block.heads], axis=1)
+            biases = np.concatenate([read(consts[h.bias]) if h.bias else np.zeros(h.width, np.float32)
+                                     for h in block.heads])
+            w_name, b_name = _fresh(f"{stem}/qkv_weight", taken), _fresh(f"{stem}/qkv_bias", taken)
+            graph.initializer.extend([numpy_helper.from_array(weights.astype(np.float32), w_name),
+                                      numpy_helper.from_array(biases.astype(np.float32), b_name)])
         attrs: dict[str, Any] = {"num_heads": q.heads, "scale": block.scale}
         if v.width != q.width:
             attrs["qkv_hidden_sizes"] = [q.width, k.width, v.width]
@@ -389,6 +401,8 @@ def _attention_at(index: GraphIndex, i: int, consts: Mapping[str, onnx.TensorPro
     q = _head(index, scores.input[0], scores_at, [0, 2, 1, 3], consts, types, read)
     k = _head(index, scores.input[1], scores_at, [0, 2, 3, 1], consts, types, read)
     v = _head(index, context.input[1], context_at, [0, 2, 1, 3], consts, types, read)
+    if q is None and k is None and v is None:
+        q, k, v = _packed_heads(index, scores_at, context_at, consts, types, read) or (None, None, None)
     if q is None or k is None or v is None or v.factor != 1.0 or not (q.x == k.x == v.x) \
             or q.width != k.width or not (q.heads == k.heads == v.heads):
         return None
@@ -496,6 +510,106 @@ def _head(index: GraphIndex, name: str, reader: int, perm: list[int], consts: Ma
     if found is None:
         return None
     return _Head(x, weight, bias, width, found[0], found[1], nodes + more, factor, transposed)
+
+
+def _packed_heads(index: GraphIndex, scores_at: int, context_at: int, consts: Mapping[str, onnx.TensorProto],
+                  types: Types, read: Read) -> tuple[_Head, _Head, _Head] | None:
+    """Q, K and V taken from one projection ``[batch, seq, 3 · hidden]`` reshaped to ``[batch, seq, 3,
+    heads, size]``, transposed by ``[2, 0, 3, 1, 4]`` and taken apart along its first axis (Gather 0, 1, 2,
+    or a Split into three and Squeezes), as a vision transformer's ``qkv`` is exported: the projection's
+    weight is already packed as Attention packs it."""
+    scores, context = index.nodes[scores_at], index.nodes[context_at]
+    found = [_packed_part(index, scores.input[0], scores_at, [0, 1, 2, 3], consts, read),
+             _packed_part(index, scores.input[1], scores_at, [0, 1, 3, 2], consts, read),
+             _packed_part(index, context.input[1], context_at, [0, 1, 2, 3], consts, read)]
+    parts = [p for p in found if p is not None]
+    if len(parts) != 3 or len({p[0] for p in parts}) != 1 or [p[1] for p in parts] != [0, 1, 2]:
+        return None
+    source, taker = parts[0][0], parts[0][3]
+    readers = set(index.consumers.get(source, []))
+    if source in index.output_set or readers != ({taker} if taker is not None else {p[2][0] for p in parts}):
+        return None
+    shared = [taker] if taker is not None else []
+    transpose_at = _producer(index, source, "Transpose")
+    if transpose_at is None or list(_attr(index.nodes[transpose_at], "perm", [])) != [2, 0, 3, 1, 4]:  # type: ignore[call-overload]
+        return None
+    split_name = index.nodes[transpose_at].input[0]
+    reshape_at = _producer(index, split_name, "Reshape")
+    if reshape_at is None or not _only_for(index, split_name, transpose_at) or _attr(index.nodes[reshape_at], "allowzero", 0):
+        return None
+    reshape = index.nodes[reshape_at]
+    projection = _projection(index, reshape.input[0], reshape_at, consts, types, read)
+    if projection is None or projection[5]:
+        return None
+    x, weight, bias, width, more, _ = projection
+    x_dims = _dims(types.get(x))
+    target = _ints(consts, read, reshape.input[1])
+    if x_dims is None or len(x_dims) != 3 or _elem(types.get(x)) != _FLOAT or width % 3 or target is None \
+            or len(target) != 5 or target[2] != 3:
+        return None
+    split = _split_heads([*target[:2], *target[3:]], x_dims, width // 3)
+    if split is None:
+        return None
+    heads, size = split
+    first = _Head(x, weight, bias, width // 3, heads, size, [*shared, transpose_at, reshape_at, *more, *parts[0][2]],
+                  parts[0][4], packed=True)
+    rest = [_Head(x, weight, bias, width // 3, heads, size, p[2], p[4], packed=True) for p in parts[1:]]
+    return first, rest[0], rest[1]
+
+
+def _packed_part(index: GraphIndex, name: str, reader: int, perm: list[int], consts: Mapping[str, onnx.TensorProto],
+                 read: Read) -> tuple[str, int, list[int], int | None, float] | None:
+    """(the ``[3, batch, heads, seq, size]`` tensor, which of the three, the positions from there to the
+    operand, the Split taking it apart or None, the scale) when the operand ``name`` is one third of it,
+    transposed by ``perm`` and scaled by at most one scalar constant."""
+    nodes: list[int] = []
+    composite = [0, 1, 2, 3]
+    factor, scaled = 1.0, False
+    while True:
+        at = index.producer.get(name)
+        if at is None or not _only_for(index, name, reader):
+            return None
+        node = index.nodes[at]
+        if node.domain not in _STANDARD or node.output[0] != name:
+            return None
+        nodes.append(at)
+        if node.op_type == "Transpose":
+            own = list(_attr(node, "perm", []))  # type: ignore[call-overload]
+            if sorted(own) != [0, 1, 2, 3]:
+                return None
+            composite = [own[c] for c in composite]
+        elif node.op_type in ("Mul", "Div") and not scaled and _scale_of(index, at, consts, read) is not None:
+            data, factor = _scale_of(index, at, consts, read)  # type: ignore[misc]
+            scaled = True
+            name, reader = data, at
+            continue
+        elif node.op_type == "Gather" and _attr(node, "axis", 0) == 0:
+            which = consts.get(node.input[1])
+            if which is None or len(which.dims) or composite != perm:
+                return None
+            return node.input[0], int(read(which)), nodes[::-1], None, factor
+        elif node.op_type == "Squeeze" and composite == perm:
+            axes = _attr(node, "axes", None)
+            axes = _ints(consts, read, node.input[1]) if axes is None and len(node.input) > 1 else axes
+            split_at = _producer_any(index, node.input[0], "Split")
+            if list(axes or []) != [0] or split_at is None:  # type: ignore[call-overload]
+                return None
+            split = index.nodes[split_at]
+            sizes = _attr(split, "split", None)
+            sizes = _ints(consts, read, split.input[1]) if sizes is None and len(split.input) > 1 and split.input[1] \
+                else sizes
+            if _attr(split, "axis", 0) != 0 or len(split.output) != 3 or list(sizes or [1, 1, 1]) != [1, 1, 1]:  # type: ignore[call-overload]
+                return None
+            return split.input[0], list(split.output).index(node.input[0]), nodes[::-1], split_at, factor
+        else:
+            return None
+        name, reader = node.input[0], at
+
+
+def _producer_any(index: GraphIndex, name: str, op: str) -> int | None:
+    """The position of the standard ``op`` node writing ``name`` as any of its outputs."""
+    at = index.producer.get(name)
+    return at if at is not None and index.nodes[at].op_type == op and index.nodes[at].domain in _STANDARD else None
 
 
 def _projection(index: GraphIndex, name: str, reader: int, consts: Mapping[str, onnx.TensorProto], types: Types,

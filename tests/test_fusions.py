@@ -499,3 +499,54 @@ def test_external_weights_stay_on_disk_and_the_packed_ones_are_written(tmp_path:
     gk.save(result, out, external=True, location="model.data")
     assert folder_digest(source.parent) == before
     assert _max_error(model, gk.load(out)) < ATOL
+
+
+def _vit_block(*, unbind: str = "gather", static: bool = True, order: tuple[int, int, int] = (0, 1, 2)) -> gk.Model:
+    """A vision transformer's pre-norm attention as torch.onnx exports timm's: one packed ``qkv`` projection
+    reshaped to [batch, tokens, 3, heads, size], transposed by [2, 0, 3, 1, 4] and taken apart (Gather 0, 1, 2,
+    or Split + Squeeze), Q scaled, K transposed, the heads merged and projected. ``order``: which third is Q,
+    K and V (only 0, 1, 2 is Attention's packing)."""
+    b = _Builder(seed=4)
+    size = HIDDEN // HEADS
+    normed = b.node("LayerNormalization", ["x", b.init(np.ones(HIDDEN, np.float32)), b.init(np.zeros(HIDDEN, np.float32))],
+                    axis=-1, epsilon=1e-6)
+    qkv = b.node("Add", [b.node("MatMul", [normed, b.weight(HIDDEN, 3 * HIDDEN)]),
+                         b.init(b.rng.standard_normal(3 * HIDDEN).astype(np.float32) * 0.1)])
+    split = b.node("Reshape", [qkv, b.init(np.array([0, 0, 3, HEADS, size], np.int64), "shape")])
+    stacked = b.node("Transpose", [split], perm=[2, 0, 3, 1, 4])
+    if unbind == "gather":
+        parts = [b.node("Gather", [stacked, b.init(np.array(i, np.int64), "index")], axis=0) for i in range(3)]
+    else:
+        outs = [f"/Split_out_{i}" for i in range(3)]
+        b.nodes.append(helper.make_node("Split", [stacked, b.init(np.array([1, 1, 1], np.int64), "sizes")], outs,
+                                        name="/Split", axis=0))
+        parts = [b.node("Squeeze", [o, b.init(np.array([0], np.int64), "axes")]) for o in outs]
+    q, k, v = (parts[i] for i in order)
+    q = b.node("Mul", [q, b.init(np.array(size ** -0.5, np.float32), "scale")])
+    probs = b.node("Softmax", [b.node("MatMul", [q, b.node("Transpose", [k], perm=[0, 1, 3, 2])])], axis=-1)
+    context = b.node("Reshape", [b.node("Transpose", [b.node("MatMul", [probs, v])], perm=[0, 2, 1, 3]),
+                                 b.init(np.array([0, 0, HIDDEN], np.int64), "shape")])
+    out = b.node("Add", [b.node("MatMul", [context, b.weight(HIDDEN, HIDDEN)]), b.init(np.zeros(HIDDEN, np.float32))])
+    y = b.node("Add", ["x", out])
+    return b.model([1, SEQ, HIDDEN] if static else ["batch", "tokens", HIDDEN], y)
+
+
+@pytest.mark.parametrize(("unbind", "static"), [("gather", True), ("split", True), ("gather", False)])
+def test_a_vision_transformer_packed_qkv_is_attention_with_its_own_weight(unbind: str, static: bool) -> None:
+    model = _vit_block(unbind=unbind, static=static)
+    result = _fused(model)
+    counts = _ops(result)
+    assert counts["com.microsoft::Attention"] == 1 and "Softmax" not in counts and "Transpose" not in counts
+    attention = next(n for n in result.graph.node if n.op_type == "Attention")
+    packed = next(n for n in model.graph.node if n.op_type == "MatMul").input[1]
+    assert attention.input[1] == packed  # (the model's weight, not a copy)
+    assert _max_error(model, result) < ATOL
+    if not static:
+        assert _max_error(model, result, batch=2, tokens=9) < ATOL
+
+
+def test_a_packed_qkv_in_another_order_is_left_alone() -> None:
+    model = _vit_block(order=(1, 0, 2))
+    result = _fused(model)
+    assert "com.microsoft::Attention" not in _ops(result)
+    assert _max_error(model, result) < ATOL
