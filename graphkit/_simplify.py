@@ -676,15 +676,25 @@ def _pass_reshapes(state: _State) -> int:
     the input at the same position, and ``-1`` for at most one other; the computation then dies."""
     graph = state.proto.graph
     consts = _visible_constants(graph, {}, listed=state.old_ir)
-    found = [n for n in graph.node if n.op_type == "Reshape" and n.domain in ("", "ai.onnx") and len(n.input) == 2
-             and n.input[1] and n.input[1] not in consts and not any(a.name == "allowzero" and a.i for a in n.attribute)]
-    if not found:
+    reshapes = [n for n in graph.node if n.op_type == "Reshape" and n.domain in ("", "ai.onnx") and len(n.input) == 2
+                and n.input[1]]
+    found = [n for n in reshapes if n.input[1] not in consts and not any(a.name == "allowzero" and a.i
+                                                                         for a in n.attribute)]
+    if not reshapes:
         return 0
     # (inferred, not declared: an exporter's name for an output dim is no proof of its size)
-    types = _types_of(state, graph, list(dict.fromkeys(name for n in found for name in (n.input[0], n.output[0]))),
+    types = _types_of(state, graph, list(dict.fromkeys(name for n in reshapes for name in (n.input[0], n.output[0]))),
                       top=True, declared=False)
-    taken = {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output} | {i.name for i in graph.input}
     count = 0
+    for node in reshapes:  # (to the shape it has: an Identity, which the identities pass removes)
+        data, out = _dims(types.get(node.input[0])), _dims(types.get(node.output[0]))
+        if data is not None and data == out and all(isinstance(d, int) or _named(d) for d in data):
+            node.op_type = "Identity"
+            del node.input[1:]
+            del node.attribute[:]
+            count += 1
+    found = [n for n in found if n.op_type == "Reshape"]
+    taken = {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output} | {i.name for i in graph.input}
     for node in found:
         target = _exact_target(_dims(types.get(node.input[0])), _dims(types.get(node.output[0])))
         if target is None:

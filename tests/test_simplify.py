@@ -662,3 +662,20 @@ def test_fuse_conv_and_merge_nodes_are_edits_of_one_pass_each() -> None:
         with pytest.raises(gk.NoChangeError) as err:
             edit.__wrapped__(gk.load(fixture("linear_func.onnx")))  # type: ignore[attr-defined]
         assert err.value.hint
+
+
+@pytest.mark.parametrize(("body", "left"), [
+    # an IR-3-era exporter's flatten of a [1, 4] tensor (onnxsim removes it too)
+    ("g (float[1, 4] x) => (float[1, 4] y) <int64[2] s = {1, -1}> { r = Relu (x)\n y = Reshape (r, s) }", ["Relu"]),
+    # the same named dims in the same places: a Reshape to what it has at every size
+    ("g (float[batch, 4] x) => (float[batch, 4] y) <int64[2] s = {0, 4}> { r = Reshape (x, s)\n y = Relu (r) }",
+     ["Relu"]),
+    # not the same: kept
+    ("g (float[2, 4] x) => (float[4, 2] y) <int64[2] s = {4, 2}> { r = Relu (x)\n y = Reshape (r, s) }",
+     ["Relu", "Reshape"]),
+])
+def test_a_reshape_to_the_shape_it_has_goes(body: str, left: list[str]) -> None:
+    model = parse(body)
+    result = gk.simplify(model)
+    assert ops(result) == left
+    assert_same_values(model, result, batch=3)
