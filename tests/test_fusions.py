@@ -550,3 +550,13 @@ def test_a_packed_qkv_in_another_order_is_left_alone() -> None:
     result = _fused(model)
     assert "com.microsoft::Attention" not in _ops(result)
     assert _max_error(model, result) < ATOL
+
+
+def test_float16_and_weights_beyond_max_bytes_are_left_alone() -> None:
+    half = gk.to_float16(_encoder(style="generate"))  # (ONNX Runtime's CPU kernels of these operators are float32)
+    assert not any(op.startswith("com.microsoft") for op in _ops(_fused(half)))
+    model = _encoder(style="generate")
+    small = _fused(model, max_bytes=HIDDEN * HIDDEN * 4 - 1)  # (each Q/K/V weight is one byte more)
+    counts = _ops(small)
+    assert "com.microsoft::Attention" not in counts and counts["com.microsoft::BiasGelu"] == 2
+    assert _max_error(model, small) < ATOL
