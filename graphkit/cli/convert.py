@@ -34,25 +34,23 @@ import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
 
 from graphkit._backends import execute
-from graphkit._compare import DEFAULT_FRAGMENT_BYTES
+from graphkit._compare import DEFAULT_FRAGMENT_BYTES, Backend, compare
 from graphkit._convert import Float16Conversion, to_float16_with_report
 from graphkit._mixed import MIXED_TOLERANCE, MixedPrecision, auto_mixed_precision
 from graphkit._model import Model
 from graphkit._opset import convert_opset_with_report
-from graphkit._options import FeedOptions
+from graphkit._options import FeedOptions, Tolerance
 from graphkit._ort import MIN_OPSET
 from graphkit._recipe import Step, dump_recipe
 from graphkit._run import input_specs, make_feeds
-from graphkit._run import run as run_model
 from graphkit._validate import check_or_raise
 from graphkit.cli import _common, _render
 from graphkit.cli._args import number, whole
 from graphkit.cli._feeds import add_feed_options, feed_args, inputs_hint, show_notes, tolerance
-from graphkit.errors import RuntimeFailure, UsageError
+from graphkit.errors import GraphkitError, RuntimeFailure, UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -222,61 +220,60 @@ def _run_opset(args: argparse.Namespace) -> int:
 
 
 def _same_outputs(model: Model, converted: Model, target: int, feeds: dict[str, Any], options: FeedOptions) -> float:
-    """Run both on the same seeded inputs; refuse a conversion that changes an output.
+    """Compare the outputs of both on the same seeded inputs, fragment by fragment (compare's walk:
+    memory follows its fragment budget, not the weights); refuse a conversion that changes one.
 
     A side whose ai.onnx opset is older than ONNX Runtime's oldest runs on onnx's ReferenceEvaluator
     (converting such a model up is how it comes to run in ONNX Runtime at all)."""
+    outputs = [o.name for o in converted.lazy_proto.graph.output]
+    for side, what in ((model, "the input model"), (converted, f"the model converted to opset {target}")):
+        opset = _opset(side)
+        if opset < MIN_OPSET:
+            _render.note(f"{what} has ai.onnx opset {opset}, older than ONNX Runtime runs ({MIN_OPSET}): "
+                         "it runs on onnx's ReferenceEvaluator")
+    try:
+        found = compare(model, converted, backend=_backend(model), candidate_backend=_backend(converted), feeds=feeds,
+                        feed_options=options, tolerance=_OPSET_TOLERANCE, tensors=outputs)
+    except GraphkitError as err:
+        raise _unchecked(model, converted, target, feeds, options, err) from err
+    if found.failed:
+        bad = found.failed[0]
+        raise RuntimeFailure(f"the model converted to opset {target} computes output {bad.name!r} differently "
+                             f"(max abs difference {bad.max_abs:.3g}); nothing written",
+                             hint="run 'python -m graphkit compare' on the two models to find the node")
+    return max((float(t.max_abs) for t in found.tensors if t.max_abs == t.max_abs), default=0.0)
+
+
+#: How close a converted model's outputs must be to the input's.
+_OPSET_TOLERANCE = Tolerance(atol=1e-5, rtol=1e-4)
+
+
+def _opset(model: Model) -> int:
+    return next((o.version for o in model.lazy_proto.opset_import if o.domain in ("", "ai.onnx")), MIN_OPSET)
+
+
+def _backend(model: Model) -> Backend:
+    return "reference" if _opset(model) < MIN_OPSET else "ort"
+
+
+def _unchecked(model: Model, converted: Model, target: int, feeds: dict[str, Any], options: FeedOptions,
+               err: GraphkitError) -> GraphkitError:
+    """The error of a check that could not run, saying whose run failed: the input model's on the
+    inputs the check made (they may not suit it), or the converted model's where the input runs."""
+    if not isinstance(err, RuntimeFailure):  # (inputs that cannot be made: a dtype numpy lacks, a shape unknown)
+        return type(err)(f"convert cannot check the result: {err.message}", hint=err.hint, cli_hint=err.cli_hint)
     inputs = make_feeds(model, feeds, feed_options=options)
-    try:
-        want = _outputs_of(model, inputs, "the input model")
-    except RuntimeFailure as err:
-        raise RuntimeFailure(f"convert cannot check the result: the input model fails on the check's inputs: "
-                             f"{err.message}", hint=err.hint,
-                             cli_hint=inputs_hint(err.cli_hint)) from err
-    try:
-        got = _outputs_of(converted, inputs, f"the model converted to opset {target}")
-    except RuntimeFailure as err:
-        raise RuntimeFailure(f"the model converted to opset {target} fails where the input model runs: {err.message}; "
-                             "nothing written", hint="choose another version, and report it") from err
-    worst = 0.0
-    for name, value in want.items():
-        other = got[name]
-        difference = _difference(value, other)
-        if difference is not None:
-            raise RuntimeFailure(f"the model converted to opset {target} computes output {name!r} differently "
-                                 f"({difference}); nothing written",
-                                 hint="run 'python -m graphkit compare' on the two models to find the node")
-        if isinstance(value, np.ndarray) and value.dtype.kind in "fc":
-            worst = max(worst, float(np.max(np.abs(np.asarray(other).astype(np.float64) - value), initial=0.0)))
-    return worst
-
-
-def _outputs_of(model: Model, inputs: dict[str, Any], what: str) -> dict[str, Any]:
-    opset = next((o.version for o in model.lazy_proto.opset_import if o.domain in ("", "ai.onnx")), MIN_OPSET)
-    if opset >= MIN_OPSET:
-        return run_model(model, inputs)
-    outputs = [o.name for o in model.lazy_proto.graph.output]
-    values = execute(model, inputs, outputs, "reference", f"{what} (ai.onnx opset {opset}) on onnx's ReferenceEvaluator")
-    _render.note(f"{what} has ai.onnx opset {opset}, older than ONNX Runtime runs ({MIN_OPSET}): "
-                 "it ran on onnx's ReferenceEvaluator")
-    return values
-
-
-def _difference(want: Any, got: Any) -> str | None:
-    """How ``got`` differs from ``want`` beyond the conversion's tolerance (None: it does not)."""
-    if isinstance(want, (list, tuple)) or isinstance(got, (list, tuple)):  # (a sequence output)
-        if not isinstance(want, (list, tuple)) or not isinstance(got, (list, tuple)) or len(want) != len(got):
-            return "a sequence of another length"
-        return next((f"element {k}: {d}" for k, (a, b) in enumerate(zip(want, got))
-                     if (d := _difference(a, b)) is not None), None)
-    want, got = np.asarray(want), np.asarray(got)
-    if got.shape != want.shape:
-        return f"shape {list(got.shape)} instead of {list(want.shape)}"
-    if want.dtype.kind not in "fcbiu" or got.dtype.kind not in "fcbiu":  # (strings, objects)
-        return None if np.array_equal(want, got) else "other values"
-    if np.allclose(got, want, atol=1e-5, rtol=1e-4, equal_nan=True):
-        return None
-    return f"max abs difference {float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))):.3g}"
+    for side in (model, converted):
+        try:
+            execute(side, inputs, [o.name for o in side.lazy_proto.graph.output], _backend(side), side.name)
+        except RuntimeFailure as failure:
+            if side is model:
+                return RuntimeFailure(f"convert cannot check the result: the input model fails on the check's "
+                                      f"inputs: {failure.message}", hint=failure.hint,
+                                      cli_hint=inputs_hint(failure.cli_hint))
+            return RuntimeFailure(f"the model converted to opset {target} fails where the input model runs: "
+                                  f"{failure.message}; nothing written", hint="choose another version, and report it")
+    return RuntimeFailure(f"convert cannot check the result: {err.message}", hint=err.hint, cli_hint=err.cli_hint)
 
 
 #: Nodes (and clamped weights) listed before "… N more (--json lists them)".
