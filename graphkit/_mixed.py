@@ -10,10 +10,11 @@ fragment's session holds its weights only, a value is dropped after its last rea
    node's own and not inherited from upstream). Two passes of work: every node in float32 and again
    in float16.
 2. The guess: the nodes that overflow float16 on their own (NaN/Inf where float32 has none) and the
-   few whose own relative error stands out. The float16 model is tried first, unless a node's own
-   error alone is beyond the outputs' tolerance and the guess holds no overflow; keeping a node
-   float32 can also make the outputs worse (a Cast where ONNX Runtime would have kept float32
-   values), so a guess that fails is followed by the float16 model.
+   few whose own relative error stands out. The float16 model is tried first, unless nothing
+   overflows and some of the nodes that stand out have an own error alone beyond the outputs'
+   tolerance: then the guess is those nodes, tried first. Keeping a node float32 can also make the
+   outputs worse (a Cast where ONNX Runtime would have kept float32 values), so a guess that fails
+   is followed by the float16 model.
 3. If neither passes (and keeping every node float32 does: else the search stops, ``passed``
    False), a galloping search along the ranking by own error and a bisection find the shortest
    prefix that brings the outputs back. A last pass tries each kept node away, least error first,
@@ -289,14 +290,15 @@ class _Search:
         ranking = sorted((k for k in candidates if k not in set(overflow)), key=lambda k: (-self._relative(k), rank[k]))
         base = set(overflow)
         first = self._gap(ranking)
-        self.guess = base | set(ranking[:first])
-        # The float16 model first, unless some node's own error alone is beyond the outputs' tolerance
-        # and the guess holds no overflow (ONNX Runtime's CPU provider keeps many float16 values
-        # float32 inside one session, so an overflow alone is weak evidence): then the guess first,
-        # and the last pass proves each of its nodes needed or drops it. Keeping a node float32 can
-        # also make the outputs worse (a Cast where ONNX Runtime would have kept float32 values), so
-        # a guess that fails is followed by the float16 model before the search widens.
-        guess_first = bool(self.guess) and not base and self._evident()
+        # The float16 model first, unless nothing overflows and some of the nodes that stand out have an
+        # own error alone beyond the outputs' tolerance (ONNX Runtime's CPU provider keeps many float16
+        # values float32 inside one session, so an overflow alone is weak evidence): then those nodes
+        # first, and the last pass proves each needed or drops it. Keeping a node float32 can also
+        # make the outputs worse (a Cast where ONNX Runtime would have kept float32 values), so a guess
+        # that fails is followed by the float16 model before the search widens.
+        beyond = {k for k in ranking[:first] if self._beyond(k)}
+        guess_first = bool(beyond) and not base
+        self.guess = beyond if guess_first else base | set(ranking[:first])
         if not guess_first and self._trial(set()).passed:
             return self._result(set(), {}, candidates)
         if self.guess and self._trial(self.guess).passed:
@@ -311,13 +313,13 @@ class _Search:
         kept = self._minimize(chosen, set(overflow), rank)
         return self._result(set(kept), kept, candidates)
 
-    def _evident(self) -> bool:
-        """Whether some node's own error (not an overflow: ONNX Runtime's CPU provider keeps many float16
-        values float32 inside one session) is beyond what the outputs may differ by."""
+    def _beyond(self, k: int) -> bool:
+        """Whether node ``k``'s own error (not an overflow) is beyond what the outputs may differ by."""
         scale = max((float(np.max(np.abs(v))) for v in self.reference.values()
                      if isinstance(v, np.ndarray) and v.dtype.kind in "fiu" and v.size), default=0.0)
-        allowed = self.tolerance.atol + self.tolerance.rtol * scale
-        return any(not local.overflow and local.max_abs > allowed for local in self.local.values())
+        local = self.local.get(k)
+        return local is not None and not local.overflow and \
+            local.max_abs > self.tolerance.atol + self.tolerance.rtol * scale
 
     def _all_float32_passes(self, candidates: list[int]) -> bool:
         """Whether keeping every candidate float32 passes: without a run when that is exactly the float32

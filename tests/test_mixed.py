@@ -100,8 +100,10 @@ def test_the_search_on_a_long_chain_takes_ten_times_fewer_runs_than_nodes() -> N
     assert result.measured == result.candidates == 247  # every node's own error measured
     assert result.runs * 10 <= len(model.lazy_proto.graph.node)  # one run per node would be 247
     # the first walk's two passes, then a pass per trial: the chain fits one session, where each trial
-    # runs whole, as the user's session will (onnxconverter-common runs this model 45 times)
-    assert result.trials == 5 and result.passes == 2 + result.trials == result.runs
+    # runs whole, as the user's session will. The least such a search can do: the 3 Adds' own errors
+    # (0.2) are beyond the tolerance, so they are tried first, pass, and each is tried away once
+    # (onnxconverter-common runs this model 45 times)
+    assert result.trials == 4 and result.passes == 2 + result.trials == result.runs
     plain = gk.to_float16(model, keep_io_types=True)
     x = gk.make_feeds(model, feed_options=gk.FeedOptions(seed=1))
     assert np.abs(gk.run(plain, x)["y"] - gk.run(model, x)["y"]).max() > 0.1  # float16 alone loses 0.2 per spot
