@@ -34,6 +34,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 
 from graphkit._backends import execute
@@ -234,8 +235,8 @@ def _same_outputs(model: Model, converted: Model, target: int, feeds: dict[str, 
     try:
         found = compare(model, converted, backend=_backend(model), candidate_backend=_backend(converted), feeds=feeds,
                         feed_options=options, tolerance=_OPSET_TOLERANCE, tensors=outputs)
-    except GraphkitError as err:
-        raise _unchecked(model, converted, target, feeds, options, err) from err
+    except GraphkitError as err:  # (whole runs say whose run fails, or check where the walk cannot)
+        return _whole_check(model, converted, target, feeds, options, err)
     if found.failed:
         bad = found.failed[0]
         raise RuntimeFailure(f"the model converted to opset {target} computes output {bad.name!r} differently "
@@ -256,24 +257,57 @@ def _backend(model: Model) -> Backend:
     return "reference" if _opset(model) < MIN_OPSET else "ort"
 
 
-def _unchecked(model: Model, converted: Model, target: int, feeds: dict[str, Any], options: FeedOptions,
-               err: GraphkitError) -> GraphkitError:
-    """The error of a check that could not run, saying whose run failed: the input model's on the
-    inputs the check made (they may not suit it), or the converted model's where the input runs."""
+def _whole_check(model: Model, converted: Model, target: int, feeds: dict[str, Any], options: FeedOptions,
+                 err: GraphkitError) -> float:
+    """The check by whole runs, where compare's walk failed: it says whose run fails (the input model's
+    on the inputs the check made, which may not suit it, or the converted model's where the input
+    runs), and where both run (a Scan whose body reads constants the walk's pieces take as inputs),
+    compares their outputs. Returns the largest difference."""
     if not isinstance(err, RuntimeFailure):  # (inputs that cannot be made: a dtype numpy lacks, a shape unknown)
-        return type(err)(f"convert cannot check the result: {err.message}", hint=err.hint, cli_hint=err.cli_hint)
+        raise type(err)(f"convert cannot check the result: {err.message}", hint=err.hint, cli_hint=err.cli_hint) from err
     inputs = make_feeds(model, feeds, feed_options=options)
+    values = []
     for side in (model, converted):
         try:
-            execute(side, inputs, [o.name for o in side.lazy_proto.graph.output], _backend(side), side.name)
+            values.append(execute(side, inputs, [o.name for o in side.lazy_proto.graph.output], _backend(side),
+                                  side.name))
         except RuntimeFailure as failure:
             if side is model:
-                return RuntimeFailure(f"convert cannot check the result: the input model fails on the check's "
-                                      f"inputs: {failure.message}", hint=failure.hint,
-                                      cli_hint=inputs_hint(failure.cli_hint))
-            return RuntimeFailure(f"the model converted to opset {target} fails where the input model runs: "
-                                  f"{failure.message}; nothing written", hint="choose another version, and report it")
-    return RuntimeFailure(f"convert cannot check the result: {err.message}", hint=err.hint, cli_hint=err.cli_hint)
+                raise RuntimeFailure(f"convert cannot check the result: the input model fails on the check's "
+                                     f"inputs: {failure.message}", hint=failure.hint,
+                                     cli_hint=inputs_hint(failure.cli_hint)) from failure
+            raise RuntimeFailure(f"the model converted to opset {target} fails where the input model runs: "
+                                 f"{failure.message}; nothing written",
+                                 hint="choose another version, and report it") from failure
+    worst = 0.0
+    for name, want in values[0].items():
+        difference = _difference(want, values[1][name])
+        if difference is None:
+            continue
+        if isinstance(difference, str):
+            raise RuntimeFailure(f"the model converted to opset {target} computes output {name!r} differently "
+                                 f"({difference}); nothing written",
+                                 hint="run 'python -m graphkit compare' on the two models to find the node")
+        worst = max(worst, difference)
+    return worst
+
+
+def _difference(want: Any, got: Any) -> float | str | None:
+    """The largest difference of two output values within the tolerance, what differs beyond it, or
+    None where there is no number to tell (strings, equal)."""
+    if isinstance(want, (list, tuple)) or isinstance(got, (list, tuple)):  # (a sequence output)
+        if not isinstance(want, (list, tuple)) or not isinstance(got, (list, tuple)) or len(want) != len(got):
+            return "a sequence of another length"
+        found = [_difference(a, b) for a, b in zip(want, got)]
+        return next((d for d in found if isinstance(d, str)), max((d for d in found if d is not None), default=None))
+    want, got = np.asarray(want), np.asarray(got)
+    if got.shape != want.shape:
+        return f"shape {list(got.shape)} instead of {list(want.shape)}"
+    if want.dtype.kind not in "fcbiu" or got.dtype.kind not in "fcbiu":  # (strings, objects)
+        return None if np.array_equal(want, got) else "other values"
+    if not np.allclose(got, want, atol=_OPSET_TOLERANCE.atol, rtol=_OPSET_TOLERANCE.rtol, equal_nan=True):
+        return f"max abs difference {float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))):.3g}"
+    return float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)), initial=0.0))
 
 
 #: Nodes (and clamped weights) listed before "… N more (--json lists them)".
