@@ -1467,7 +1467,13 @@ def fuse_attention(model: Model, /, *, max_bytes: int = DEFAULT_MAX_BYTES, check
     """
     return _as_edit(model, ["attention"], what="fuse_attention", max_bytes=max_bytes, check=check,
                     hint="no Softmax(scale * Q K^T [+ mask]) V block of float32 projections of one 3-D input, "
-                         "split into heads by a Reshape of constant target, was found")
+                         "split into heads by a Reshape of constant target, was found; an export's computed "
+                         "Reshape targets and Dropout go first with simplify(model, target='onnxruntime'), "
+                         "which also fuses",
+                    cli_hint="no Softmax(scale * Q K^T [+ mask]) V block of float32 projections of one 3-D input, "
+                             "split into heads by a Reshape of constant target, was found; an export's computed "
+                             "Reshape targets and Dropout go first with --simplify --target onnxruntime, which "
+                             "also fuses")
 
 
 @_noop_returns_input
