@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from graphkit import _backends
 from graphkit import _check_args as argcheck
@@ -881,15 +882,25 @@ def _fragment_model(graph: _Graph, nodes: Sequence[int], inputs: Mapping[str, An
     # untaken branch type-checks against them); typing every tensor of the model costs a shape
     # inference pass and ONNX Runtime's symbolic inference (sympy: +34 MB on light_squeezenet).
     bodies = any(len(index.nodes[i].attribute) and subgraphs(index.nodes[i]) for i in nodes)
+    # With bodies, small integer values (axes, shapes, counts) enter as the constants they were in the
+    # model: ONNX Runtime shapes a Scan body's outputs when it loads the piece, and cannot from an
+    # Unsqueeze whose axes are an input ("Subgraph must have the shape set for all outputs").
+    fixed = {n: v for n, v in inputs.items() if isinstance(v, np.ndarray) and v.dtype.kind in "iub"
+             and v.size <= _FIXED_ELEMENTS} if bodies else {}
     proto = submodel(
         graph.model.lazy_proto, index, nodes,
         inputs=[graph.input_info(n, v) if bodies else _value_info(n, v) if isinstance(v, np.ndarray)
-                else graph.value_info(n) for n, v in inputs.items()],
+                else graph.value_info(n) for n, v in inputs.items() if n not in fixed],
         outputs=[onnx.ValueInfoProto(name=n) for n in outputs],
         initializers={n for n in reads if n in weights},
         graph_name=f"{graph.model.lazy_proto.graph.name}_fragment",
     )
+    proto.graph.initializer.extend(numpy_helper.from_array(v, n) for n, v in fixed.items())
     return graph.model.derive(proto)
+
+
+#: The most elements of an integer value a piece with bodies takes as a constant (see _fragment_model).
+_FIXED_ELEMENTS = 64
 
 
 def _value_info(name: str, value: np.ndarray) -> onnx.ValueInfoProto:
@@ -932,7 +943,9 @@ def _execute(model: Model, feeds: Mapping[str, np.ndarray], outputs: Sequence[st
              what: str, config: Settings | None = None, notes: list[str] | None = None) -> dict[str, np.ndarray]:
     """Run ``model`` on ``backend`` and return ``outputs``; errors name ``what`` was being run
     (``graphkit._backends``: the side's session settings, the reference evaluator's fallbacks)."""
-    return _backends.execute(model, feeds, outputs, backend, what, config, notes)
+    inputs = {i.name for i in model.lazy_proto.graph.input}  # (a value the piece holds as a constant is not fed)
+    return _backends.execute(model, {n: v for n, v in feeds.items() if n in inputs}, outputs, backend, what, config,
+                             notes)
 
 
 class _Walker:

@@ -569,3 +569,22 @@ def test_a_reference_value_beyond_float16_reaches_the_local_check_as_inf_without
         result = gk.compare(model, gk.to_float16(model), feeds=feeds)
     relu = result.tensor("y")
     assert not relu.passed and relu.local_max_abs is not None  # the local check ran on the cast values
+
+
+def test_a_piece_with_a_scan_whose_body_reads_outer_constants_runs() -> None:
+    # the piece took the constant axes as an input, so ONNX Runtime could not shape the Scan body's
+    # outputs when it loaded it ("Subgraph must have the shape set for all outputs"; the onnx wheel's
+    # expanded LinearAttention in simplify's and convert's checks)
+    model = gk.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2, 3] s0, float[4, 2, 3] xs) => (float[2, 3] final, float[4, 2, 3] ys) {
+            axes = Constant <value = int64[1] {-1}> ()
+            x2 = Relu (xs)
+            final, ys = Scan <num_scan_inputs = 1, body = body (float[2, 3] s_in, float[2, 3] x_t) => (s_out, y_t) {
+                u = Unsqueeze (x_t, axes)
+                q = Squeeze (u, axes)
+                s_out = Add (s_in, q)
+                y_t = Mul (s_out, q)
+            }> (s0, x2)
+        }""")
+    result = gk.compare(model, model, tensors=["final", "ys"], fragment_bytes=1)  # (a piece per node)
+    assert result.passed and {t.name for t in result.tensors} == {"final", "ys"}
