@@ -8,6 +8,7 @@ Every fused result passes onnx.checker (full) and runs in ONNX Runtime against t
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -455,6 +456,11 @@ def test_cli_simplify_target_onnxruntime_verifies_and_writes(tmp_path: Path, cap
     assert _ops(gk.load(out))["com.microsoft::Attention"] == 2
     assert main(["simplify", str(source), str(tmp_path / "std.onnx"), "--skip", "attention"]) == 0
     capsys.readouterr()
+    assert main(["simplify", str(source), str(tmp_path / "j.onnx"), "--target", "onnxruntime", "--skip", "gelu",
+                 "--no-verify", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["target"] == "onnxruntime" and data["changes"]["attention"] > 0 and "gelu" not in data["changes"]
+    assert data["after"]["com.microsoft::Attention"] == 2 and data["after"]["Erf"] == 2
 
 
 def test_cli_edit_fusion_options_and_recipe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

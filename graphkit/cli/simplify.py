@@ -134,6 +134,7 @@ def _show(args: argparse.Namespace, report: Simplification, verified: Comparison
     if args.json:
         data = report.to_dict()
         data["output"] = args.output if written else None
+        data["target"] = args.target
         data["verified"] = None if verified is None else verified.passed
         if verified is not None and verified.first_divergence is not None:
             data["first_divergence"] = verified.first_divergence.to_dict()
