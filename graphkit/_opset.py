@@ -196,8 +196,8 @@ def _expand_missing(model: Model, proto: onnx.ModelProto, source: int, target: i
             changed = False
             for k, node in enumerate(nodes):
                 body = None
-                if node.domain in ("", "ai.onnx") and _since(node.op_type, target) is None \
-                        and _since(node.op_type, version) is not None:
+                if node.domain in ("", "ai.onnx") and _lacks(node.op_type, target) \
+                        and not _lacks(node.op_type, version):
                     if types is None:
                         types = _all_types(model, proto)
                     body = _function_body(node, version, types if where.startswith(("main", "main graph")) else {})
@@ -214,6 +214,14 @@ def _expand_missing(model: Model, proto: onnx.ModelProto, source: int, target: i
         if not found:
             break
     return labels
+
+
+def _lacks(op: str, version: int) -> bool:
+    """Whether ai.onnx ``version`` has no ``op``, or only a deprecated one (GroupNormalization 18-20)."""
+    try:
+        return bool(onnx.defs.get_schema(op, version, "").deprecated)
+    except Exception:  # onnx raises SchemaError for an op that does not exist at that version
+        return True
 
 
 def _all_types(model: Model, proto: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
@@ -238,18 +246,20 @@ def _function_body(node: onnx.NodeProto, version: int, types: dict[str, onnx.Typ
     body = onnx.FunctionProto()
     if schema.has_function:  # type: ignore[attr-defined]
         body.CopyFrom(schema.function_body)
-        return body
-    if not schema.has_context_dependent_function:  # type: ignore[attr-defined]
+    elif not schema.has_context_dependent_function or any(  # type: ignore[attr-defined]
+            n and n not in types for n in node.input):  # (a context-dependent body needs the input types)
         return None
-    if any(n and n not in types for n in node.input):
-        return None
-    given = [types[n].SerializeToString() if n else onnx.TypeProto().SerializeToString() for n in node.input]
-    try:
-        body.ParseFromString(schema.get_context_dependent_function(  # type: ignore[attr-defined]
-            node.SerializeToString(), given))
-    except Exception:  # onnx raises from C++ where the function cannot be built for these types
-        return None
-    return body if body.node else None
+    else:
+        given = [types[n].SerializeToString() if n else onnx.TypeProto().SerializeToString() for n in node.input]
+        try:
+            body.ParseFromString(schema.get_context_dependent_function(  # type: ignore[attr-defined]
+                node.SerializeToString(), given))
+        except Exception:  # onnx raises from C++ where the function cannot be built for these types
+            return None
+    if not body.node or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                            for n in body.node for a in n.attribute):
+        return None  # (a body with If branches reads its own names from inside them: not inlined here)
+    return body
 
 
 def _defaults(op: str, version: int) -> dict[str, onnx.AttributeProto]:
@@ -908,6 +918,15 @@ class _Rewriter:
 
     def _pad(self, node: onnx.NodeProto, constants: dict[str, Callable[[], np.ndarray]], label: str,
              added: list[onnx.NodeProto]) -> bool:
+        if self.target < 18 <= self.source and len(node.input) > 3 and node.input[3]:
+            full = self._pads_of_every_axis(node, constants, label)
+            self.detached.update(node.input[1:2] + node.input[3:4])
+            del node.input[3:]
+            if self.target >= 11:
+                node.input[1] = self._input_constant(full, f"{node.name or 'Pad'}/pads", added)
+                return True
+            constants = {**constants, "": lambda: full}
+            node.input[1] = ""  # (read back below from ``constants``)
         direction = _crosses(11, self.source, self.target)
         if direction > 0:
             pads = next((a for a in node.attribute if a.name == "pads"), None)
@@ -935,6 +954,46 @@ class _Rewriter:
             del node.input[1:]
             return True
         return False
+
+    def _resize_down_18(self, node: onnx.NodeProto) -> bool:
+        """Resize below 18 and 19: what they added is dropped where it means the older behaviour (no
+        antialias, keep_aspect_ratio_policy "stretch", axes of every dim in order) and refused otherwise."""
+        if not self.target < 18 <= self.source and not self.target < 19 <= self.source:
+            return False
+        attrs = {a.name: a for a in node.attribute}
+        mode = attrs["coordinate_transformation_mode"].s.decode() if "coordinate_transformation_mode" in attrs else ""
+        if self.target < 19 <= self.source and mode == "half_pixel_symmetric":
+            raise _Unconvertible("coordinate_transformation_mode 'half_pixel_symmetric' has no form before opset 19",
+                                 hint="keep opset 19 or later")
+        if self.target >= 18:
+            return False
+        dims = self._dims(node.input[0])
+        neutral = {"antialias": lambda a: a.i == 0,
+                   "keep_aspect_ratio_policy": lambda a: a.s.decode() == "stretch",
+                   "axes": lambda a: dims is not None and [int(x) % len(dims) for x in a.ints] == list(range(len(dims)))}
+        changed = False
+        for name, holds in neutral.items():
+            if name in attrs:
+                if not holds(attrs[name]):
+                    raise _Unconvertible(f"its {name} has no form before opset 18", hint="keep opset 18 or later")
+                node.attribute.remove(attrs[name])
+                changed = True
+        return changed
+
+    def _pads_of_every_axis(self, node: onnx.NodeProto, constants: dict[str, Callable[[], np.ndarray]],
+                            label: str) -> np.ndarray:
+        """Pad 18's pads for its ``axes`` as the pads of every axis (0 for the others), as before 18."""
+        axes = self._constant(node.input[3], constants, label, "axes").reshape(-1)
+        pads = self._constant(node.input[1], constants, label, "pads").reshape(-1)
+        dims = self._dims(node.input[0])
+        if dims is None:
+            raise _Unconvertible("its axes input needs the data's rank to become pads of every axis, and the rank "
+                                 "is unknown", hint="keep opset 18 or later, or give the graph inputs full shapes")
+        rank = len(dims)
+        full = np.zeros(2 * rank, np.int64)
+        for k, axis in enumerate(int(a) % rank for a in axes):
+            full[axis], full[rank + axis] = pads[k], pads[len(axes) + k]
+        return full
 
     def _constant_node(self, node: onnx.NodeProto, label: str) -> bool:
         """Below opset 12 a Constant holds only ``value`` (a tensor): value_float(s)/int(s) become one."""
@@ -1154,6 +1213,7 @@ class _Rewriter:
         return self._shapes.get(name)
 
     def _resize(self, node: onnx.NodeProto, label: str, added: list[onnx.NodeProto]) -> bool:
+        dropped = self._resize_down_18(node)
         direction = _crosses(11, self.source, self.target)
         attrs = {a.name: a for a in node.attribute}
         if direction > 0:  # (opset 10's Resize and Upsample scale from the corner: asymmetric, nearest floors)
@@ -1184,7 +1244,7 @@ class _Rewriter:
             for attr in [a for a in node.attribute if a.name != "mode"]:
                 node.attribute.remove(attr)
             return True
-        return False
+        return dropped
 
 
 def _inferred(model: Model) -> onnx.ModelProto:

@@ -624,3 +624,40 @@ def test_cli_convert_checks_by_whole_runs_where_compare_s_walk_fails(tmp_path: P
     gk.save(_model(CASES["clip"][0], 6), source)
     assert main(["convert", str(source), str(tmp_path / "out.onnx"), "--opset", "13"]) == 0, capsys.readouterr().err
     assert "max abs difference 0" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("target", [13, 10])
+def test_pad_axes_go_below_18_as_pads_of_every_axis(target: int) -> None:
+    model = _model('(float[2,3,4] x) => (float[2,5,5] y) <int64[4] p = {1, 0, 1, 1}, int64[2] a = {1, -1}> '
+                   '{ y = Pad <mode = "constant"> (x, p, "", a) }', 18)
+    converted = gk.convert_opset(model, target)
+    onnx.checker.check_model(converted.lazy_proto, full_check=True)
+    _same(model, converted)
+
+
+def test_resize_goes_below_18_when_what_18_added_means_the_old_behaviour() -> None:
+    def resize(scales: str, attrs: str) -> gk.Model:
+        return _model(f"(float[1,1,2,2] x) => (float[1,1,4,4] y) <float[{scales.count(',') + 1}] s = {{{scales}}}> "
+                      f'{{ y = Resize <mode = "nearest", {attrs}> (x, "", s) }}', 19)
+
+    neutral = resize("1.0, 1.0, 2.0, 2.0", 'antialias = 0, keep_aspect_ratio_policy = "stretch", axes = [0, 1, 2, 3]')
+    converted = gk.convert_opset(neutral, 13)
+    onnx.checker.check_model(converted.lazy_proto, full_check=True)  # (the attributes stayed: invalid at 13)
+    _same(neutral, converted)
+    with pytest.raises(gk.EditError, match=r"#0 \(Resize\).*axes has no form before opset 18"):
+        gk.convert_opset(resize("2.0, 2.0", "axes = [2, 3]"), 13)
+
+
+def test_an_operator_whose_function_has_branches_or_is_deprecated_at_the_target() -> None:
+    # AffineGrid's function reads its own names inside If branches: it is named, not written half-renamed
+    affine = _model("(float[1,2,3] theta, int64[4] size) => (float[1,2,3,2] grid) "
+                    "{ grid = AffineGrid <align_corners = 0> (theta, size) }", 20)
+    with pytest.raises(gk.EditError, match=r"AffineGrid does not exist before opset 20"):
+        gk.convert_opset(affine, 13)
+    # GroupNormalization 18-20 is deprecated (a scale per group): 21's becomes its function's nodes
+    group = _model("(float[2,4,3] x, float[4] s, float[4] b) => (float[2,4,3] y) "
+                   "{ y = GroupNormalization <num_groups = 2> (x, s, b) }", 21)
+    converted = gk.convert_opset(group, 19)
+    onnx.checker.check_model(converted.lazy_proto, full_check=True)
+    assert "GroupNormalization" not in _ops(converted)
+    _same(group, converted, rtol=1e-5)
