@@ -661,3 +661,15 @@ def test_an_operator_whose_function_has_branches_or_is_deprecated_at_the_target(
     onnx.checker.check_model(converted.lazy_proto, full_check=True)
     assert "GroupNormalization" not in _ops(converted)
     _same(group, converted, rtol=1e-5)
+
+
+def test_cli_convert_checks_a_float16_output_within_about_one_unit_in_its_last_place(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a float16 Gelu written as its function's nodes differs from ONNX Runtime's kernel by 1.2e-4
+    # (one float16 step near 0.1): the float32 tolerance refused it
+    source = tmp_path / "gelu16.onnx"
+    gk.save(gk.parse_model('<ir_version: 10, opset_import: ["" : 20]> g (float16[4,64] x) => (float16[4,64] y) '
+                           '{ y = Gelu <approximate="tanh"> (x) }'), source)
+    assert main(["convert", str(source), str(tmp_path / "out.onnx"), "--opset", "13", "--json"]) == 0, \
+        capsys.readouterr().err
+    assert 0 < json.loads(capsys.readouterr().out)["max_abs_error"] < 1e-3
