@@ -2,7 +2,7 @@
 
 The only caller of onnx.load / onnx.save in graphkit (here we parse and serialize protos directly).
 Weights stay on disk: ``load`` parses the model file only; external weights are checked (inside the
-model's folder, present, long enough) but not read. ``save`` streams external weights from where they
+model's folder, present, long enough) but not read (only tensors under ``SMALL_EXTERNAL`` bytes are). ``save`` streams external weights from where they
 lie to the destination's data file, one tensor at a time.
 """
 
@@ -74,6 +74,11 @@ _COPY_CHUNK = 64 * 2**20
 _ALIGN = 4096
 #: Model files at least this large are scanned rather than parsed whole (see ``load``).
 LAZY_FILE_MIN = 64 * 2**20
+#: External tensors of fewer bytes are read in at load (what ``save`` would write inline): shapes,
+#: axes, indices and scalars, whose values shape inference, folding and onnx.checker's full check read
+#: (it cannot read external data). Exporters that write every initializer externally
+#: (``size_threshold=0``) then give the same model as with inline small tensors; weights stay on disk.
+SMALL_EXTERNAL = 1024
 #: With a lazy load, inline initializers with at least this many bytes of raw data stay in the file.
 LAZY_TENSOR_MIN = 64 * 2**10
 
@@ -98,7 +103,8 @@ def load(path: str | os.PathLike[str], *, lazy: bool | None = None) -> Model:
     stay in the file (borrowed, see ``graphkit._model``), so loading costs time proportional to the
     graph, not the weights. Saving writes them inline again (streamed from the file);
     ``tensor_value`` and ONNX Runtime read them from the file, and ``Model.proto`` reads them in. The
-    file must then stay unchanged while the Model is in use.
+    file must then stay unchanged while the Model is in use. External tensors of fewer than
+    ``SMALL_EXTERNAL`` bytes (shapes, axes, scalars an exporter wrote externally) are read in.
 
     Args:
         path: The ``.onnx`` file.
@@ -182,10 +188,33 @@ def _load_bytes(data: bytes, base_dir: str | os.PathLike[str] | None, source: Pa
     folder = Path(base_dir).resolve() if base_dir is not None else None
     model = Model(proto, folder, source)
     if maybe_external:
+        small: list[tuple[onnx.TensorProto, ExternalRef]] = []
         for tensor, where in iter_tensors(proto):
             if is_external(tensor):
-                external_ref(model, tensor, where=where)
+                ref = external_ref(model, tensor, where=where)
+                if ref.length < SMALL_EXTERNAL and not is_borrowed(tensor) and tensor.data_type != onnx.TensorProto.STRING:
+                    small.append((tensor, ref))
+        _read_in(small)
     return model
+
+
+def _read_in(tensors: Sequence[tuple[onnx.TensorProto, ExternalRef]]) -> None:
+    """Make each small external tensor inline, its bytes read from where ``external_ref`` found them
+    (each file opened once)."""
+    by_file: dict[Path, list[tuple[onnx.TensorProto, ExternalRef]]] = {}
+    for tensor, ref in tensors:
+        by_file.setdefault(ref.path, []).append((tensor, ref))
+    for path, pieces in by_file.items():
+        with open(path, "rb") as handle:
+            for tensor, ref in sorted(pieces, key=lambda p: p[1].offset):
+                handle.seek(ref.offset)
+                data = handle.read(ref.length)
+                if len(data) != ref.length:
+                    raise ExternalDataError(f"tensor {tensor.name!r}: {ref.location!r} ended early",
+                                            hint="the weights file is truncated")
+                del tensor.external_data[:]
+                tensor.ClearField("data_location")
+                tensor.raw_data = data
 
 
 # ------------------------------------------------------------------- lazy loading (wire-format scan)
@@ -888,7 +917,8 @@ def _save(
     serialized: bytes | None = None  # (the bytes to write, when serializing was how the size was learnt)
     if external is None:
         if has_external:
-            really_external = any(is_external(t) and not is_borrowed(t) for t, _ in iter_tensors(proto))
+            really_external = any(is_external(t) and not is_borrowed(t) and not 0 <= tensor_nbytes(t) < size_threshold
+                                  for t, _ in iter_tensors(proto))
             external = really_external or proto.ByteSize() + borrowed > INLINE_LIMIT
         else:
             serialized = _serialize(proto)
@@ -1027,7 +1057,9 @@ def _inline_external(model: Model, proto: onnx.ModelProto) -> None:
 
 
 def _write_external(model: Model, proto: onnx.ModelProto, tmp: Path, name: str, threshold: int) -> None:
-    """Stream every weight into ``tmp`` and point the tensors of ``proto`` at ``name``."""
+    """Stream every weight into ``tmp`` and point the tensors of ``proto`` at ``name``; tensors of fewer
+    than ``threshold`` bytes are written inline, wherever they were (onnx.checker's full check cannot
+    read a Reshape target or an axes tensor from external data)."""
     written: dict[tuple[Path, int, int], int] = {}
     sources: dict[Path, object] = {}
     with open(tmp, "wb") as out, contextlib.ExitStack() as stack:
@@ -1036,6 +1068,9 @@ def _write_external(model: Model, proto: onnx.ModelProto, tmp: Path, name: str, 
                 continue
             if is_external(tensor):
                 ref = external_ref(model, tensor)
+                if ref.length < threshold and not is_borrowed(tensor):  # (as an inline one that small stays)
+                    _inline_one(model, tensor)
+                    continue
                 key = (ref.path, ref.offset, ref.length)
                 if key not in written:
                     if ref.path not in sources:

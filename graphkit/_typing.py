@@ -33,7 +33,8 @@ import onnx
 from graphkit import _ort
 from graphkit import _propagate as propagate
 from graphkit._graph import GraphIndex, node_reads, subgraphs
-from graphkit._model import Model
+from graphkit._io import read_external_bytes, tensor_nbytes
+from graphkit._model import Model, is_borrowed, is_external
 from graphkit.errors import GraphkitError
 
 __all__ = [
@@ -192,7 +193,7 @@ def _known_types(g: Source, names: Iterable[str], *, declared: bool) -> dict[str
 
 #: Initializers up to this size may keep their values in the graph that shape inference sees
 #: (shape arguments such as Reshape's); larger ones are given to it without data, never read.
-_INFER_VALUE_LIMIT = 4096
+INFER_VALUE_LIMIT = 4096
 
 #: Element types whose values ONNX shape inference reads only at the inputs of ``_FLOAT_VALUE_OPS``
 #: (everywhere else a float tensor's type is all it uses): their data is left out elsewhere.
@@ -276,7 +277,11 @@ def weightless(
         if tensor.name in hidden:
             continue
         if _value_read(tensor, readers):
-            graph.initializer.append(tensor)
+            value = _read_in(g.model, tensor) if is_external(tensor) else tensor
+            if value is not None:
+                graph.initializer.append(value)
+            elif tensor.name not in declared:  # (data unreadable: a typed input, what its value sizes stays unknown)
+                graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
         else:  # (the type alone, never a copy of the data: a 100 MB weight a pass made is not copied to be cleared)
             graph.initializer.add(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
     for sparse in g.graph.sparse_initializer:
@@ -293,12 +298,32 @@ _DATA_FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint64
 
 
 def _value_read(tensor: onnx.TensorProto, value_readers: set[str]) -> bool:
-    """Whether shape inference may read the value of the initializer ``tensor`` (else it gets its type only)."""
-    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+    """Whether shape inference may read the value of the initializer ``tensor`` (else it gets its type only).
+
+    An external one counts by the bytes of its data (a Reshape target written externally, as exporters
+    that write every initializer so do, is read from disk like the inline one is kept); a borrowed one
+    is a large weight left in the model file.
+    """
+    if is_external(tensor):
+        size = -1 if is_borrowed(tensor) else tensor_nbytes(tensor)
+    else:
+        size = tensor.ByteSize()
+    if not 0 <= size <= INFER_VALUE_LIMIT:
         return False
-    if tensor.data_type in _FLOAT_TYPES:
-        return tensor.name in value_readers and tensor.ByteSize() <= _INFER_VALUE_LIMIT
-    return tensor.ByteSize() <= _INFER_VALUE_LIMIT
+    return tensor.data_type not in _FLOAT_TYPES or tensor.name in value_readers
+
+
+def _read_in(model: Model, tensor: onnx.TensorProto) -> onnx.TensorProto | None:
+    """An inline copy of the small external ``tensor``, or None when its data cannot be read (the verb
+    that needs the value says why)."""
+    try:
+        data = read_external_bytes(model, tensor)
+    except GraphkitError as err:
+        log.info("shape inference goes without the value of %r: %s", tensor.name, err)
+        return None
+    inline = onnx.TensorProto(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
+    inline.raw_data = data
+    return inline
 
 
 def _run_inference(proto: onnx.ModelProto, names: Sequence[str]) -> dict[str, onnx.TypeProto]:

@@ -21,7 +21,7 @@ from google.protobuf.message import EncodeError
 from graphkit import _check_args as argcheck
 from graphkit._build import ai_onnx_version_for
 from graphkit._graph import GraphIndex, node_label, subgraphs, toposort_proto
-from graphkit._io import raw_nbytes
+from graphkit._io import raw_nbytes, read_external_bytes, tensor_nbytes
 from graphkit._model import (
     Model,
     has_external_data,
@@ -31,7 +31,8 @@ from graphkit._model import (
     iter_tensors,
     outline,
 )
-from graphkit.errors import CycleError, InvalidModelError, did_you_mean
+from graphkit._typing import INFER_VALUE_LIMIT
+from graphkit.errors import CycleError, GraphkitError, InvalidModelError, did_you_mean
 
 __all__ = ["Issue", "Report", "check_or_raise", "require_sound", "toposort", "validate"]
 
@@ -324,6 +325,9 @@ def _checker_file(model: Model, data: bytes) -> Iterator[str]:
     for tensor, _ in iter_tensors(proto):
         if not is_external(tensor):
             continue
+        if _read_small(model, tensor):
+            rewritten = True
+            continue
         for entry in tensor.external_data:
             if entry.key != "location":
                 continue
@@ -342,6 +346,22 @@ def _checker_file(model: Model, data: bytes) -> Iterator[str]:
             name = "_" + name
         (root / name).write_bytes(proto.SerializeToString() if rewritten else data)
         yield str(root / name)
+
+
+def _read_small(model: Model, tensor: onnx.TensorProto) -> bool:
+    """Read in a small external tensor (at most ``INFER_VALUE_LIMIT`` bytes: a shape, axes, a scale)
+    whose data can be read, as the typing engine does: the full check's shape inference reads such
+    values and cannot read external data. Whether it did."""
+    if is_borrowed(tensor) or not 0 <= tensor_nbytes(tensor) <= INFER_VALUE_LIMIT:
+        return False
+    try:
+        data = read_external_bytes(model, tensor)
+    except GraphkitError:  # (the placeholder stands for it, or not; graphkit's checks say what is wrong)
+        return False
+    del tensor.external_data[:]
+    tensor.ClearField("data_location")
+    tensor.raw_data = data
+    return True
 
 
 def _stands(model: Model, location: str) -> bool:

@@ -88,3 +88,50 @@ def ext_copy(tmp_path: Path) -> Path:
     target = tmp_path / "ext"
     shutil.copytree(FIXTURES / "ext_weights", target)
     return target / "model.onnx"
+
+
+@pytest.fixture
+def small_external_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``graphkit.load`` leaves even tiny external tensors on disk (it reads those under
+    ``SMALL_EXTERNAL`` bytes in): for tests about where external data hides, built with a few floats."""
+    from graphkit import _io
+
+    monkeypatch.setattr(_io, "SMALL_EXTERNAL", 0)
+
+
+def flatten_export(batch: int | str = 1) -> onnx.ModelProto:
+    """Conv -> Relu -> Reshape to [batch, -1] with the target computed as torch.onnx exports it
+    (Shape -> Gather -> Unsqueeze -> Concat) -> MatMul -> Add: shape constants (int64) beside
+    weights of 1.7 KB and 40 KB, every one a raw-data initializer (as exporters write them)."""
+    rng = np.random.default_rng(7)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((16, 3, 3, 3)).astype(np.float32), "conv.weight"),
+        numpy_helper.from_array(np.array(0, np.int64), "zero"),
+        numpy_helper.from_array(np.array([0], np.int64), "axes"),
+        numpy_helper.from_array(np.array([-1], np.int64), "minus_one"),
+        numpy_helper.from_array(rng.standard_normal((1024, 10)).astype(np.float32), "fc.weight"),
+        numpy_helper.from_array(rng.standard_normal(10).astype(np.float32), "fc.bias"),
+    ]
+    nodes = [
+        onnx.helper.make_node("Conv", ["x", "conv.weight"], ["c"], name="/conv/Conv", pads=[1, 1, 1, 1]),
+        onnx.helper.make_node("Relu", ["c"], ["r"], name="/Relu"),
+        onnx.helper.make_node("Shape", ["r"], ["s"], name="/Shape"),
+        onnx.helper.make_node("Gather", ["s", "zero"], ["n"], name="/Gather", axis=0),
+        onnx.helper.make_node("Unsqueeze", ["n", "axes"], ["n1"], name="/Unsqueeze"),
+        onnx.helper.make_node("Concat", ["n1", "minus_one"], ["target"], name="/Concat", axis=0),
+        onnx.helper.make_node("Reshape", ["r", "target"], ["flat"], name="/Reshape"),
+        onnx.helper.make_node("MatMul", ["flat", "fc.weight"], ["m"], name="/fc/MatMul"),
+        onnx.helper.make_node("Add", ["m", "fc.bias"], ["y"], name="/fc/Add"),
+    ]
+    graph = onnx.helper.make_graph(
+        nodes, "flatten_export", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [batch, 3, 8, 8])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [batch, 10])], initializer=inits)
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8)
+
+
+def save_every_tensor_external(proto: onnx.ModelProto, folder: Path, name: str = "model.onnx") -> Path:
+    """Save as exporters that write every initializer externally do (onnx.save, size_threshold=0)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    onnx.save(proto, str(folder / name), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="x.data", size_threshold=0)
+    return folder / name

@@ -732,7 +732,7 @@ def test_merge_refuses_a_dtype_mismatch_and_unknown_names() -> None:
 # ------------------------------------------------------------------------------- graphsurgeon
 
 
-def test_graphsurgeon_round_trip_keeps_folder_and_metadata(ext_copy: Path) -> None:
+def test_graphsurgeon_round_trip_keeps_folder_and_metadata(ext_copy: Path, small_external_kept: None) -> None:
     model = gk.load(ext_copy)
     graph = gk.to_graphsurgeon(model)
     relu = next(n for n in graph.nodes if n.op == "Relu")

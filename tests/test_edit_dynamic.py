@@ -300,3 +300,20 @@ def test_a_shared_reshape_target_in_an_ir3_model_is_rewritten_validly() -> None:
     static = gk.Model(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 9)], ir_version=3))
     dynamic = gk.set_dims(static, tensor="x", dims={0: "batch"})
     _per_sample_equal(static, dynamic, "x", (3, 4, 4))
+
+
+def test_dynamic_batch_on_a_model_saved_with_every_tensor_external(tmp_path: Path) -> None:
+    """The flattening Reshape's target pieces are external (size_threshold=0): --dynamic still finds
+    the batch of 1 they hard-code, and the result runs at batch 2 with the static model's values."""
+    from conftest import flatten_export, save_every_tensor_external
+
+    source = save_every_tensor_external(flatten_export(), tmp_path / "src")
+    out = tmp_path / "out" / "dynamic.onnx"
+    out.parent.mkdir()
+    assert main(["edit", str(source), str(out), "--dynamic", "x:0=batch", "--dynamic", "y:0=batch"]) == 0
+    onnx.checker.check_model(str(out), full_check=True)
+    static = gk.Model(flatten_export())
+    x = np.random.default_rng(2).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    y = gk.run(gk.load(out), {"x": x})["y"]
+    for k in range(2):
+        np.testing.assert_allclose(y[k:k + 1], gk.run(static, {"x": x[k:k + 1]})["y"], rtol=1e-6, atol=1e-6)

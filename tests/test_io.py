@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import FIXTURES, digest, fixture, folder_digest
+from conftest import FIXTURES, digest, fixture, flatten_export, folder_digest, save_every_tensor_external
+from onnx import numpy_helper
 
 import graphkit as gk
 from graphkit import _io as io
@@ -22,8 +23,8 @@ def _external_locations(model: gk.Model) -> set[str]:
 def test_load_leaves_external_weights_on_disk(ext_copy: Path) -> None:
     model = gk.load(ext_copy)
     assert model.base_dir == ext_copy.parent.resolve()
-    assert all(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
-    assert all(not t.raw_data for t in model.graph.initializer)
+    weights = [t for t in model.graph.initializer if io.tensor_nbytes(t) >= io.SMALL_EXTERNAL]
+    assert weights and all(t.data_location == onnx.TensorProto.EXTERNAL and not t.raw_data for t in weights)
     assert _external_locations(model) == {"model.data"}
 
 
@@ -85,9 +86,10 @@ def test_small_models_stay_single_file(tmp_path: Path) -> None:
 
 def test_model_too_large_for_protobuf_is_saved_external(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(io, "INLINE_LIMIT", 1000)
-    gk.save(gk.load(fixture("whole_model.onnx")), tmp_path / "w.onnx", size_threshold=100)
+    saved = gk.save(gk.load(fixture("whole_model.onnx")), tmp_path / "w.onnx", size_threshold=100)
     assert (tmp_path / "w.data").is_file()
-    assert gk.load(tmp_path / "w.onnx").has_external_data
+    assert saved.has_external_data  # (as the file says: loading reads tensors this small in)
+    assert gk.Model(onnx.load(str(tmp_path / "w.onnx"), load_external_data=False)).has_external_data
 
 
 @pytest.mark.parametrize("location", ["../x.data", "sub/../../x.data", "/etc/passwd"])
@@ -249,3 +251,48 @@ def test_non_utf8_bytes_where_onnx_allows_bytes_load(tmp_path: Path) -> None:
     model = gk.load(path)
     assert list(model.graph.initializer[0].string_data) == [b"\xff\xfe", b"ok"]
     assert model.graph.node[0].doc_string == "naïve, but valid UTF-8"
+
+
+def _external_names(path: Path) -> dict[str, str]:
+    """Initializer name -> external-data location, as the file says."""
+    proto = onnx.load(str(path), load_external_data=False)
+    return {t.name: {e.key: e.value for e in t.external_data}["location"]
+            for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
+
+
+def test_load_reads_small_external_tensors_in_and_leaves_weights_on_disk(tmp_path: Path) -> None:
+    source = save_every_tensor_external(flatten_export(), tmp_path / "src")
+    assert len(_external_names(source)) == 6  # (what exporters that write every initializer externally give)
+    model = gk.load(source)
+    tensors = {t.name: t for t in model.graph.initializer}
+    assert {n for n, t in tensors.items() if t.data_location == onnx.TensorProto.EXTERNAL} == {"conv.weight", "fc.weight"}
+    np.testing.assert_array_equal(gk.tensor_value(model, tensors["minus_one"]), [-1])
+    out = tmp_path / "out" / "copy.onnx"
+    out.parent.mkdir()
+    gk.save(model, out)
+    onnx.checker.check_model(str(out), full_check=True)  # (the full check cannot read a shape from external data)
+    assert _external_names(out) == {"conv.weight": "copy.data", "fc.weight": "copy.data"}
+    feeds = {"x": np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    np.testing.assert_array_equal(gk.run(gk.load(out), feeds)["y"], gk.run(gk.Model(flatten_export()), feeds)["y"])
+
+
+def test_save_writes_small_external_tensors_inline_unless_told_otherwise(tmp_path: Path) -> None:
+    source = save_every_tensor_external(flatten_export(), tmp_path / "src")
+    model = gk.Model(onnx.load(str(source), load_external_data=False), source.parent)  # (not through load)
+    out = tmp_path / "out" / "m.onnx"
+    out.parent.mkdir()
+    gk.save(model, out)
+    onnx.checker.check_model(str(out), full_check=True)
+    assert _external_names(out) == {"conv.weight": "m.data", "fc.weight": "m.data"}
+    every = tmp_path / "every" / "m.onnx"
+    every.parent.mkdir()
+    gk.save(model, every, external=True, size_threshold=0)
+    assert set(_external_names(every)) == {t.name for t in flatten_export().graph.initializer}
+    small_only = gk.Model(onnx.load(str(source), load_external_data=False), source.parent)
+    for tensor in small_only.lazy_proto.graph.initializer:
+        if tensor.name in ("conv.weight", "fc.weight"):
+            tensor.CopyFrom(numpy_helper.from_array(gk.tensor_value(model, tensor), tensor.name))
+    inline = tmp_path / "inline" / "m.onnx"
+    inline.parent.mkdir()
+    gk.save(small_only, inline)
+    assert _external_names(inline) == {} and not (inline.parent / "m.data").exists()  # (no empty data file)

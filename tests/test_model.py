@@ -72,7 +72,7 @@ def test_graphkit_keeps_borrowed_weights_in_the_file_until_proto_is_asked_for(bi
     assert not any(is_borrowed(t) for t in model.lazy_proto.graph.initializer)  # read in, in place
 
 
-def test_proto_of_a_model_with_external_data_keeps_its_references(ext_copy: Path) -> None:
+def test_proto_of_a_model_with_external_data_keeps_its_references(ext_copy: Path, small_external_kept: None) -> None:
     model = gk.load(ext_copy)
     assert model.has_external_data and has_external_data(model.proto)
     proto = onnx.load(str(ext_copy), load_external_data=False)
@@ -173,7 +173,7 @@ def test_load_checks_external_data_of_a_sparse_attribute(tmp_path: Path) -> None
         gk.load(_hidden_weights_model(folder, sparse="../secret.bin"))
 
 
-def test_inspect_lists_external_data_hidden_in_bodies_and_sparse_attributes(tmp_path: Path) -> None:
+def test_inspect_lists_external_data_hidden_in_bodies_and_sparse_attributes(tmp_path: Path, small_external_kept: None) -> None:
     summary = gk.summarize(gk.load(_hidden_weights_model(tmp_path)))
     assert summary.external_files == ["w.bin"]
     assert summary.external_bytes == 16 + 8
@@ -201,7 +201,7 @@ def test_diff_sees_a_changed_value_hidden_in_a_function_body(tmp_path: Path) -> 
     assert gk.diff(a, gk.load(_hidden_weights_model(tmp_path / "b"))).identical
 
 
-def test_diff_sees_a_changed_value_in_a_sparse_attribute(tmp_path: Path) -> None:
+def test_diff_sees_a_changed_value_in_a_sparse_attribute(tmp_path: Path, small_external_kept: None) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     a = gk.load(_hidden_weights_model(tmp_path / "a"))

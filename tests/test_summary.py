@@ -68,7 +68,7 @@ def test_summary_reports_structure_counts_and_metadata() -> None:
     assert (summary.external_bytes, summary.external_files) == (0, [])
 
 
-def test_summary_of_external_weights_names_the_data_file_and_its_bytes() -> None:
+def test_summary_of_external_weights_names_the_data_file_and_its_bytes(small_external_kept: None) -> None:
     summary = summarize(gk.load(fixture("ext_weights/model.onnx")))
     assert summary.external_files == ["model.data"]
     assert summary.external_bytes == summary.initializer_bytes == 41536
@@ -108,7 +108,7 @@ def test_dtype_name_uses_numpy_names_and_never_fails() -> None:
     assert dtype_name(999) == "999"
 
 
-def test_summarize_reads_no_weight(ext_copy: Path) -> None:
+def test_summarize_reads_no_weight(ext_copy: Path, small_external_kept: None) -> None:
     model = gk.load(ext_copy)
     (ext_copy.parent / "model.data").unlink()  # nothing left to read: the summary comes from the graph
     summary = summarize(model)

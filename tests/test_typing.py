@@ -252,3 +252,25 @@ def test_the_observed_run_does_not_generate_an_input_numpy_cannot_hold() -> None
         [y]), opset_imports=[helper.make_opsetid("", 17)]))
     feeds, _ = _typing._probe_feeds(small)
     assert feeds is not None and feeds["x"].shape == (0, 3)  # an empty input is still generated
+
+
+def test_types_read_small_external_shapes_and_never_the_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model kept as saved with every tensor external (not through graphkit.load, which reads small
+    ones in): the Reshape target's pieces are read from disk for inference, the weights are not."""
+    from conftest import flatten_export, save_every_tensor_external
+
+    source = save_every_tensor_external(flatten_export(), tmp_path)
+    model = gk.Model(onnx.load(str(source), load_external_data=False), tmp_path)
+    read: list[str] = []
+    real = _typing.read_external_bytes
+
+    def recording(model: gk.Model, tensor: onnx.TensorProto) -> bytes:
+        read.append(tensor.name)
+        return real(model, tensor)
+
+    monkeypatch.setattr(_typing, "read_external_bytes", recording)
+    found = gk.infer_shapes(model)
+    types = {v.name: _dims(v) for v in found.graph.value_info}
+    assert types["target"] == [2] and types["flat"] == [1, 1024] and types["m"] == [1, 10]
+    assert read and not {"conv.weight", "fc.weight"} & set(read)
+

@@ -238,3 +238,17 @@ def test_a_missing_ai_onnx_import_hints_a_version_that_exists() -> None:
     assert "--set-opset ai.onnx=" in (issue.cli_hint or ""), issue.cli_hint  # (it said '--set-opset =1')
     version = int((issue.cli_hint or "").split("ai.onnx=")[1].split(")")[0])
     assert gk.validate(gk.set_opset(model, "ai.onnx", version)).passed  # (one the model's IR version allows)
+
+
+def test_the_full_check_reads_small_external_values(tmp_path: Path) -> None:
+    """onnx.checker's full check cannot read a Reshape target's pieces from external data; graphkit's
+    checker gives it their values (the weights stay placeholders)."""
+    from conftest import flatten_export, save_every_tensor_external
+
+    source = save_every_tensor_external(flatten_export(), tmp_path)
+    with pytest.raises(onnx.shape_inference.InferenceError, match="external"):
+        onnx.checker.check_model(str(source), full_check=True)
+    model = Model(onnx.load(str(source), load_external_data=False), tmp_path)
+    report = gk.validate(model)
+    assert report.passed, report.errors
+    assert report.checker == "passed"
