@@ -506,7 +506,7 @@ def _head(index: GraphIndex, name: str, reader: int, perm: list[int], consts: Ma
     if x_dims is None or len(x_dims) != 3 or _elem(types.get(x)) != _FLOAT:
         return None
     target = _ints(consts, read, index.nodes[split].input[1])
-    found = _split_heads(target, x_dims, width)
+    found = _split_heads(target, x_dims, width, flat=index.nodes[more[-1]].op_type == "Gemm")
     if found is None:
         return None
     return _Head(x, weight, bias, width, found[0], found[1], nodes + more, factor, transposed)
@@ -547,7 +547,7 @@ def _packed_heads(index: GraphIndex, scores_at: int, context_at: int, consts: Ma
     if x_dims is None or len(x_dims) != 3 or _elem(types.get(x)) != _FLOAT or width % 3 or target is None \
             or len(target) != 5 or target[2] != 3:
         return None
-    split = _split_heads([*target[:2], *target[3:]], x_dims, width // 3)
+    split = _split_heads([*target[:2], *target[3:]], x_dims, width // 3, flat=index.nodes[more[-1]].op_type == "Gemm")
     if split is None:
         return None
     heads, size = split
@@ -669,10 +669,14 @@ def _gemm_projection(index: GraphIndex, at: int, reader: int, consts: Mapping[st
     return x, gemm.input[1], bias, width, [at], transposed
 
 
-def _split_heads(target: list[int] | None, x_dims: list[int | str], width: int) -> tuple[int, int] | None:
+def _split_heads(target: list[int] | None, x_dims: list[int | str], width: int, *,
+                 flat: bool = False) -> tuple[int, int] | None:
     """(heads, head size) when the Reshape target splits ``[batch, seq, width]`` into ``[batch, seq,
-    heads, size]`` at every batch and sequence length, else None."""
-    if target is None or len(target) != 4 or target.count(-1) > 1 or any(t < -1 for t in target):
+    heads, size]`` at every batch and sequence length, else None. ``flat``: the Reshape reads a Gemm's
+    ``[batch · seq, width]``, where a 0 copies that 2-D input's dims, not x's (``[0, -1, heads, size]``
+    makes a sequence of 1)."""
+    if target is None or len(target) != 4 or target.count(-1) > 1 or any(t < -1 for t in target) \
+            or (flat and 0 in target[:2]):
         return None
     for t, dim in zip(target[:2], x_dims[:2]):
         if t not in (0, -1) and not (isinstance(dim, int) and t == dim):

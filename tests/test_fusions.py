@@ -566,3 +566,31 @@ def test_float16_and_weights_beyond_max_bytes_are_left_alone() -> None:
     counts = _ops(small)
     assert "com.microsoft::Attention" not in counts and counts["com.microsoft::BiasGelu"] == 2
     assert _max_error(model, small) < ATOL
+
+
+def _gemm_block(target: list[int], batch: int = 2, seq: int = 4) -> gk.Model:
+    """Self-attention whose projections are Gemms of x flattened to [batch · seq, hidden] (what the gemm pass
+    makes), each split into heads by a Reshape to ``target``."""
+    b = _Builder(seed=1)
+    flat = b.node("Reshape", ["x", b.init(np.array([batch * seq, HIDDEN], np.int64), "shape")])
+    heads = []
+    for perm in ([0, 2, 1, 3], [0, 2, 3, 1], [0, 2, 1, 3]):
+        projected = b.node("Gemm", [flat, b.weight(HIDDEN, HIDDEN), b.init(np.zeros(HIDDEN, np.float32), "bias")])
+        heads.append(b.node("Transpose", [b.node("Reshape", [projected, b.init(np.array(target, np.int64), "shape")])],
+                            perm=perm))
+    probs = b.node("Softmax", [b.node("MatMul", heads[:2])], axis=-1)
+    context = b.node("Reshape", [b.node("Transpose", [b.node("MatMul", [probs, heads[2]])], perm=[0, 2, 1, 3]),
+                                 b.init(np.array([batch, seq, HIDDEN], np.int64), "shape")])
+    return b.model([batch, seq, HIDDEN], context)
+
+
+@pytest.mark.parametrize(("target", "fused"), [([2, 4, HEADS, HIDDEN // HEADS], True),
+                                               ([-1, 4, HEADS, HIDDEN // HEADS], True),
+                                               ([0, -1, HEADS, HIDDEN // HEADS], False)])
+def test_a_head_split_of_a_gemm_output_copies_the_flat_dims(target: list[int], fused: bool) -> None:
+    # A 0 in the Reshape of the Gemm's [batch · seq, hidden] copies batch · seq: [0, -1, heads, size] makes a
+    # sequence of one token per row, where each token attends to itself alone (not Attention).
+    model = _gemm_block(target)
+    result = _fused(model)
+    assert (_ops(result).get("com.microsoft::Attention") == 1) is fused
+    assert _max_error(model, result) < ATOL
