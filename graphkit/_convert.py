@@ -1204,6 +1204,13 @@ class WeightStore:
             tensor.external_data.add(key=k, value=v)
         tensor.metadata_props.add(key=_Spill.MARK, value="")
 
+    def discard(self) -> None:
+        """Remove the folder now (not when the store is collected: an exception's traceback can keep the
+        store alive), unless ``hand_over`` gave it to a model."""
+        if self._cleanup.alive:
+            self.spill.discard()
+            self._cleanup()
+
     def hand_over(self, model: Model) -> None:
         """Let ``model`` (made with this store) own the folder: it is removed with the model, not the store."""
         self.spill.close()

@@ -227,7 +227,12 @@ def auto_mixed_precision(
     argcheck.integer(fragment_bytes, "fragment_bytes", minimum=1)
     if progress is not None and not callable(progress):
         raise UsageError("progress= must be a function (done, total)", hint="pass a callable or None")
-    return _Search(model, tolerance, feeds, feed_options, keep_io_types, ops, nodes, progress, fragment_bytes).run()
+    search = _Search(model, tolerance, feeds, feed_options, keep_io_types, ops, nodes, progress, fragment_bytes)
+    try:
+        return search.run()
+    finally:  # (on an error or Ctrl-C too: the traceback would keep the scratch folders alive)
+        search.values.discard()
+        search.store.discard()
 
 
 @dataclass(frozen=True)
@@ -795,7 +800,12 @@ class _Values:
     def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="graphkit-mixed-"))
         self.paths: dict[bytes, Path] = {}
-        weakref.finalize(self, shutil.rmtree, str(self.folder), True)
+        self._cleanup = weakref.finalize(self, shutil.rmtree, str(self.folder), True)
+
+    def discard(self) -> None:
+        """Remove the folder now."""
+        self._cleanup()
+        self.paths.clear()
 
     def __contains__(self, sig: object) -> bool:
         return sig in self.paths

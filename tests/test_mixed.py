@@ -310,3 +310,25 @@ def test_cli_fragment_mb_sets_the_search_budget(tmp_path: Path, capsys: pytest.C
     assert main(["convert", str(source), str(tmp_path / "x.onnx"), "--float16", "--auto-mixed",
                  "--fragment-mb", "0"]) == 2
     assert "--fragment-mb" in capsys.readouterr().err
+
+
+def test_the_scratch_folders_go_when_the_search_stops_on_an_error_or_ctrl_c(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    searches: list[_mixed._Search] = []
+    start, walk = _mixed._Search.__init__, _mixed._Search._capture
+
+    def record(self: _mixed._Search, *args: object, **kwargs: object) -> None:
+        start(self, *args, **kwargs)  # type: ignore[arg-type]
+        searches.append(self)
+
+    def interrupted(self: _mixed._Search, *args: object, **kwargs: object) -> None:
+        walk(self, *args, **kwargs)  # type: ignore[arg-type]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_mixed._Search, "__init__", record)
+    monkeypatch.setattr(_mixed._Search, "_capture", interrupted)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        gk.auto_mixed_precision(rounding_model(), keep_io_types=True)
+    folders = [searches[0].values.folder, searches[0].store.folder]  # (the search is still alive here)
+    assert caught.type is KeyboardInterrupt and searches[0].values.paths == {}
+    assert not any(folder.exists() for folder in folders)
