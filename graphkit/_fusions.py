@@ -58,7 +58,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from graphkit._edit.cleaning import _prune
-from graphkit._graph import GraphIndex
+from graphkit._graph import GraphIndex, fresh_name
 
 __all__ = ["DOMAIN", "fuse_attention", "fuse_gelu", "fuse_skip_layernorm", "type_candidates"]
 
@@ -193,14 +193,6 @@ def _replace(graph: onnx.GraphProto, index: GraphIndex, replaced: Mapping[int, o
     return before - len(graph.node)
 
 
-def _fresh(stem: str, taken: set[str]) -> str:
-    name, k = stem, 1
-    while name in taken:
-        name, k = f"{stem}_{k}", k + 1
-    taken.add(name)
-    return name
-
-
 # ------------------------------------------------------------------------- what needs a type
 
 
@@ -289,7 +281,7 @@ def fuse_attention(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto
         out = index.nodes[block.out_at]
         stem = out.name or node.name or out.output[0]
         if q.packed:  # (the model's own packed weight, read where it lies)
-            w_name, b_name = q.weight, q.bias or _fresh(f"{stem}/qkv_bias", taken)
+            w_name, b_name = q.weight, q.bias or fresh_name(f"{stem}/qkv_bias", taken)
             if not q.bias:
                 graph.initializer.append(numpy_helper.from_array(np.zeros(3 * q.width, np.float32), b_name))
         else:
@@ -297,7 +289,7 @@ def fuse_attention(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto
                                       for h in block.heads], axis=1)
             biases = np.concatenate([read(consts[h.bias]) if h.bias else np.zeros(h.width, np.float32)
                                      for h in block.heads])
-            w_name, b_name = _fresh(f"{stem}/qkv_weight", taken), _fresh(f"{stem}/qkv_bias", taken)
+            w_name, b_name = fresh_name(f"{stem}/qkv_weight", taken), fresh_name(f"{stem}/qkv_bias", taken)
             graph.initializer.extend([numpy_helper.from_array(weights.astype(np.float32), w_name),
                                       numpy_helper.from_array(biases.astype(np.float32), b_name)])
         attrs: dict[str, Any] = {"num_heads": q.heads, "scale": block.scale}
@@ -307,7 +299,7 @@ def fuse_attention(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto
         if block.bias:
             inputs += ["", "", _attention_bias(graph, block, expanded, broadcast, consts, read, taken, opset)]
         replaced[block.out_at] = helper.make_node("Attention", inputs, [out.output[0]],
-                                                  name=_fresh(f"{stem}/Attention", taken), domain=DOMAIN, **attrs)
+                                                  name=fresh_name(f"{stem}/Attention", taken), domain=DOMAIN, **attrs)
         removed.extend(n for n in block.nodes if n != block.out_at)
     if not replaced:
         return 0
@@ -331,15 +323,15 @@ def _attention_bias(graph: onnx.GraphProto, block: _Block, expanded: dict[str, s
         return _dynamic_expand(graph, block.bias, block.expand, expanded, taken, opset)
     if block.bias in consts:
         if block.bias not in broadcast:
-            name = _fresh(f"{block.bias}/attention_bias", taken)
+            name = fresh_name(f"{block.bias}/attention_bias", taken)
             value = np.broadcast_to(read(consts[block.bias]), block.expand)
             graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
             broadcast[block.bias] = name
         return broadcast[block.bias]
     if block.bias not in expanded:
-        shape = _fresh(f"{block.bias}/attention_bias_shape", taken)
+        shape = fresh_name(f"{block.bias}/attention_bias_shape", taken)
         graph.initializer.append(helper.make_tensor(shape, onnx.TensorProto.INT64, [4], block.expand))
-        out = _fresh(f"{block.bias}/attention_bias", taken)
+        out = fresh_name(f"{block.bias}/attention_bias", taken)
         graph.node.append(helper.make_node("Expand", [block.bias, shape], [out], name=out))
         expanded[block.bias] = out
     return expanded[block.bias]
@@ -351,14 +343,14 @@ def _dynamic_expand(graph: onnx.GraphProto, bias: str, x: str, expanded: dict[st
     before opset 15 ``Gather(Shape(x), [1])``): Expand broadcasts both ways, so ``[batch, 1, 1, seq]``
     becomes ``[batch, 1, seq, seq]`` (three or four nodes, shared by every block that adds the same mask)."""
     if bias not in expanded:
-        seq, ones, one = (_fresh(f"{bias}/{stem}", taken) for stem in ("seq", "ones", "one"))
-        shape, out = _fresh(f"{bias}/attention_bias_shape", taken), _fresh(f"{bias}/attention_bias", taken)
+        seq, ones, one = (fresh_name(f"{bias}/{stem}", taken) for stem in ("seq", "ones", "one"))
+        shape, out = fresh_name(f"{bias}/attention_bias_shape", taken), fresh_name(f"{bias}/attention_bias", taken)
         graph.initializer.extend([helper.make_tensor(ones, onnx.TensorProto.INT64, [2], [1, 1]),
                                   helper.make_tensor(one, onnx.TensorProto.INT64, [1], [1])])
         if opset >= 15:
             graph.node.append(helper.make_node("Shape", [x], [seq], name=seq, start=1, end=2))
         else:
-            dims = _fresh(f"{bias}/input_shape", taken)
+            dims = fresh_name(f"{bias}/input_shape", taken)
             graph.node.extend([helper.make_node("Shape", [x], [dims], name=dims),
                                helper.make_node("Gather", [dims, one], [seq], name=seq, axis=0)])
         graph.node.extend([helper.make_node("Concat", [ones, seq, one], [shape], name=shape, axis=0),
@@ -755,11 +747,11 @@ def fuse_gelu(graph: onnx.GraphProto, consts: Mapping[str, onnx.TensorProto], ty
             a, b, add_at = bias
             claimed.add(add_at)
             op = "FastGelu" if tanh else "BiasGelu"
-            replaced[last] = helper.make_node(op, [a, b], [out], name=_fresh(f"{name}/{op}", taken), domain=DOMAIN)
+            replaced[last] = helper.make_node(op, [a, b], [out], name=fresh_name(f"{name}/{op}", taken), domain=DOMAIN)
             removed.append(add_at)
         else:
             op = "FastGelu" if tanh else "Gelu"
-            replaced[last] = helper.make_node(op, [x], [out], name=_fresh(f"{name}/{op}", taken), domain=DOMAIN)
+            replaced[last] = helper.make_node(op, [x], [out], name=fresh_name(f"{name}/{op}", taken), domain=DOMAIN)
         removed.extend(n for n in nodes if n != last)
     return _replace(graph, index, replaced, removed) if replaced else 0
 
@@ -921,7 +913,7 @@ def fuse_skip_layernorm(graph: onnx.GraphProto, consts: Mapping[str, onnx.Tensor
         if sum_at is not None:
             outputs += ["", "", index.nodes[sum_at].output[0]]
         replaced[i] = helper.make_node("SkipLayerNormalization", inputs, outputs, domain=DOMAIN,
-                                       name=_fresh(f"{node.name or node.output[0]}/SkipLayerNormalization", taken),
+                                       name=fresh_name(f"{node.name or node.output[0]}/SkipLayerNormalization", taken),
                                        epsilon=norm.epsilon)  # type: ignore[union-attr]
         removed.extend(n for n in nodes if n != i)
     return _replace(graph, index, replaced, removed) if replaced else 0

@@ -19,7 +19,7 @@ import onnx
 from graphkit.errors import CycleError
 
 __all__ = [
-    "GraphIndex", "graph_tensor_names", "node_label", "node_reads", "paused_gc", "subgraph_outer_reads", "subgraphs",
+    "GraphIndex", "fresh_name", "graph_tensor_names", "node_label", "node_reads", "paused_gc", "subgraph_outer_reads", "subgraphs",
     "toposort_proto",
 ]
 
@@ -120,6 +120,15 @@ def graph_tensor_names(graph: onnx.GraphProto) -> set[str]:
         names.update(v.name for v in each.value_info)
     names.discard("")
     return names
+
+
+def fresh_name(stem: str, taken: set[str]) -> str:
+    """``stem``, or ``stem_1``, ``stem_2`` ... the first not in ``taken``; added to ``taken``."""
+    name, k = stem, 1
+    while name in taken:
+        name, k = f"{stem}_{k}", k + 1
+    taken.add(name)
+    return name
 
 
 def _walk(graph: onnx.GraphProto) -> Iterator[tuple[onnx.GraphProto, onnx.NodeProto | None]]:

@@ -60,7 +60,7 @@ from graphkit import _fusions, _ort, _progress, _rewrite
 from graphkit._build import add_initializers
 from graphkit._edit._common import _drop_opsets, _noop_returns_input, _rename_scope
 from graphkit._edit.cleaning import _clean_functions, _clean_graph, _prune, _remove_initializers
-from graphkit._graph import GraphIndex, node_label, subgraphs
+from graphkit._graph import GraphIndex, fresh_name, node_label, subgraphs
 from graphkit._infer import _contradiction
 from graphkit._io import tensor_nbytes, tensor_value
 from graphkit._model import Model, iter_graphs
@@ -699,7 +699,7 @@ def _pass_reshapes(state: _State) -> int:
         target = _exact_target(_dims(types.get(node.input[0])), _dims(types.get(node.output[0])))
         if target is None:
             continue
-        name = _fresh(f"{node.output[0]}/shape", taken)
+        name = fresh_name(f"{node.output[0]}/shape", taken)
         _add_initializers(state, graph, [numpy_helper.from_array(np.array(target, np.int64), name)], top=True)
         node.input[1] = name
         count += 1
@@ -726,14 +726,6 @@ def _exact_target(data: list[int | str] | None, out: list[int | str] | None) -> 
 def _named(dim: str) -> bool:
     """A dim name that means the same size wherever it appears (not a placeholder for an unknown)."""
     return bool(dim) and dim != "?" and not dim.startswith("unk")
-
-
-def _fresh(stem: str, taken: set[str]) -> str:
-    name, k = stem, 1
-    while name in taken:
-        name, k = f"{stem}_{k}", k + 1
-    taken.add(name)
-    return name
 
 
 # ------------------------------------------------------------------------------ constant folding
@@ -932,7 +924,7 @@ def _pass_fuse(state: _State) -> int:
                 index.dense[current].CopyFrom(numpy_helper.from_array(value, current))  # (no second copy)
                 names.append(current)
                 continue
-            tensor = numpy_helper.from_array(value, _fresh(stem, taken))
+            tensor = numpy_helper.from_array(value, fresh_name(stem, taken))
             _add_initializers(state, graph, [tensor], top=True)
             consts[tensor.name] = tensor
             names.append(tensor.name)

@@ -8,6 +8,7 @@ from onnx import TensorProto, helper
 
 from graphkit._graph import (
     GraphIndex,
+    fresh_name,
     node_label,
     position_ref,
     subgraph_outer_reads,
@@ -197,3 +198,9 @@ def test_toposort_proto_leaves_a_sorted_graph_as_it_was() -> None:
     before = proto.SerializeToString()
     toposort_proto(proto)
     assert proto.SerializeToString() == before
+
+
+def test_fresh_name_takes_the_first_free_suffix_and_claims_it() -> None:
+    taken = {"w", "w_1"}
+    assert [fresh_name("w", taken), fresh_name("w", taken), fresh_name("v", taken)] == ["w_2", "w_3", "v"]
+    assert taken == {"w", "w_1", "w_2", "w_3", "v"}
