@@ -406,6 +406,8 @@ def _attention_at(index: GraphIndex, i: int, consts: Mapping[str, onnx.TensorPro
     if len(set(nodes)) != len(nodes):
         return None
     block = _Block((q, k, v), nodes, float(np.float32(factor * q.factor * k.factor)), merged[-1])
+    if not block.scale or not math.isfinite(block.scale):  # (Attention reads scale 0 as 1/√size)
+        return None
     if bias:
         shaped = _bias_shape(types, consts, bias, q)
         if shaped is None:

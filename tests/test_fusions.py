@@ -594,3 +594,14 @@ def test_a_head_split_of_a_gemm_output_copies_the_flat_dims(target: list[int], f
     result = _fused(model)
     assert (_ops(result).get("com.microsoft::Attention") == 1) is fused
     assert _max_error(model, result) < ATOL
+
+
+def test_a_zero_scale_is_left_alone_where_attention_would_read_it_as_the_default() -> None:
+    # (ONNX Runtime's Attention takes scale=0 for "not given": 1/√size; the graph's softmax of zeros is uniform)
+    model = _encoder(style="generate", layers=1)
+    for tensor in model.proto.graph.initializer:
+        if tensor.name.startswith("scale"):
+            tensor.CopyFrom(numpy_helper.from_array(np.array(0.0, np.float32), tensor.name))
+    result = _fused(model)
+    assert "com.microsoft::Attention" not in _ops(result) and _ops(result)["Softmax"] == 1
+    assert _max_error(model, result) < ATOL
