@@ -214,7 +214,8 @@ def _run_opset(args: argparse.Namespace) -> int:
     _render.text(f"wrote {args.output}: ai.onnx opset {report.source} -> {report.target}, "
                  f"{len(report.rewritten)} node(s) rewritten by graphkit"
                  + (", the rest by ONNX's version converter" if report.converter else "")
-                 + f"; outputs equal to the input's (max abs difference {worst:.3g})")
+                 + ("; outputs equal to the input's" if worst == 0
+                    else f"; outputs within tolerance of the input's (max abs difference {worst:.3g})"))
     for label in report.rewritten:
         _render.text(f"  {label}")
     return 0
