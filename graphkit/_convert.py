@@ -1239,7 +1239,8 @@ def set_dtype(model: Model, /, tensor: str, dtype: str) -> Model:
 
     Raises:
         TensorNotFoundError: ``tensor`` is no graph input or output (with the closest names).
-        EditError: It is both an input and an output, or its dtype is not declared.
+        EditError: It is both an input and an output, an initializer listed as an input, or its dtype
+            is not declared.
         UsageError: ``dtype`` is no dtype.
     """
     argcheck.instance(model, "model", Model, argcheck.MODEL)
@@ -1259,6 +1260,14 @@ def set_dtype(model: Model, /, tensor: str, dtype: str) -> Model:
         raise EditError(f"{name!r} of {model.name} is both a graph input and a graph output",
                         hint="give the output its own name first (insert_node(model, NAME, 'Identity'))",
                         cli_hint="give the output its own name first (edit --insert-after NAME=Identity)")
+    if name in inputs and any(t.name == name for t in graph.initializer):
+        # (an initializer listed as an input, as IR < 4 requires of every weight: its value stays float32
+        # beside a declared float16, which the checker refuses)
+        raise EditError(f"{name!r} of {model.name} is a weight (an initializer also listed as a graph input), not "
+                        "a value fed at run time", hint="convert weights with to_float16 (keep_io_types=True keeps "
+                        "the inputs), or make it a plain input first (remove its initializer)",
+                        cli_hint="convert weights with 'python -m graphkit convert IN OUT --float16' (--keep-io-types "
+                                 "keeps the inputs)")
     declared = (inputs.get(name) or outputs[name]).type
     old = declared.tensor_type.elem_type if declared.HasField("tensor_type") else 0
     if not old:

@@ -533,3 +533,22 @@ def test_a_node_reading_what_no_one_types_stays_float32() -> None:
     runnable = gk.replace_op(report.model, "my::Debug", "Identity", drop_attributes=True)
     plain = gk.replace_op(model, "my::Debug", "Identity", drop_attributes=True)
     assert _relative_error(plain, runnable, io_float16=False)["output"] < 2e-3
+
+
+def test_set_dtype_of_a_weight_listed_as_an_input_is_refused_naming_it(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # IR 3 lists every initializer as a graph input: the input was declared float16 beside a float32
+    # weight, and the CLI blamed the model ("fix the node or tensor the checker names")
+    model = gk.parse_model("""<ir_version: 3, opset_import: ["" : 8]>
+        g (float[1, 4] x, float[4, 4] W) => (float[1, 4] y) <float[4, 4] W = {1.0, 0, 0, 0, 0, 1.0, 0, 0,
+                                                                         0, 0, 1.0, 0, 0, 0, 0, 1.0}> {
+            y = MatMul (x, W)
+        }""")
+    with pytest.raises(gk.EditError, match=r"'W' .* is a weight"):
+        gk.set_dtype(model, "W", "float16")
+    source, out = tmp_path / "ir3.onnx", tmp_path / "out.onnx"
+    gk.save(model, source)
+    assert main(["edit", str(source), str(out), "--set-dtype", "W=float16"]) == 2
+    err = capsys.readouterr().err
+    assert "is a weight" in err and "convert IN OUT --float16" in err and not out.exists()
+    assert gk.set_dtype(model, "x", "float16").lazy_proto.graph.input[0].type.tensor_type.elem_type == 10
