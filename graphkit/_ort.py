@@ -265,8 +265,10 @@ def _load_hint(model: Model, python_ops: Sequence[CustomOp]) -> tuple[str, str]:
     if opset is not None and opset < MIN_OPSET:
         where = shlex.quote(str(model.path)) if model.path is not None else "MODEL.onnx"
         old = f"the model has ai.onnx opset {opset} and ONNX Runtime runs opset {MIN_OPSET} and later: "
-        return (old + "convert it first (gk.convert_opset(model, 13))",
-                old + f"convert it first ('python -m graphkit convert {where} OUT.onnx --opset 13')")
+        return (old + "convert it first (gk.convert_opset(model, 13)), or compare it on onnx's ReferenceEvaluator "
+                "(compare(..., backend='reference'))",
+                old + f"convert it first ('python -m graphkit convert {where} OUT.onnx --opset 13'), or compare it "
+                "on onnx's ReferenceEvaluator (compare --backend reference)")
     return "gk.validate(model) checks the model", "run 'python -m graphkit check' on the model"
 
 

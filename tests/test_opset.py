@@ -509,6 +509,9 @@ def test_cli_converts_a_model_onnx_runtime_cannot_run_checking_it_on_the_referen
     assert main(["run", str(source)]) == 2
     err = capsys.readouterr().err
     assert "opset 6" in err and f"convert {source} OUT.onnx --opset 13" in err  # (the hint says what runs it)
+    assert main(["compare", str(source), str(source)]) == 2
+    assert "compare --backend reference" in capsys.readouterr().err
+    assert main(["compare", str(source), str(source), "--backend", "reference", "--candidate-backend", "reference"]) == 0
     out = tmp_path / "new.onnx"
     assert main(["convert", str(source), str(out), "--opset", "13"]) == 0
     captured = capsys.readouterr()
