@@ -896,6 +896,8 @@ def _fragment_model(graph: _Graph, nodes: Sequence[int], inputs: Mapping[str, An
         graph_name=f"{graph.model.lazy_proto.graph.name}_fragment",
     )
     proto.graph.initializer.extend(numpy_helper.from_array(v, n) for n, v in fixed.items())
+    if proto.ir_version < 4:  # (an initializer of IR 3 is also a graph input)
+        proto.graph.input.extend(_value_info(n, v) for n, v in fixed.items())
     return graph.model.derive(proto)
 
 
@@ -943,7 +945,10 @@ def _execute(model: Model, feeds: Mapping[str, np.ndarray], outputs: Sequence[st
              what: str, config: Settings | None = None, notes: list[str] | None = None) -> dict[str, np.ndarray]:
     """Run ``model`` on ``backend`` and return ``outputs``; errors name ``what`` was being run
     (``graphkit._backends``: the side's session settings, the reference evaluator's fallbacks)."""
-    inputs = {i.name for i in model.lazy_proto.graph.input}  # (a value the piece holds as a constant is not fed)
+    proto = model.lazy_proto  # (a value the piece holds as a constant is not fed; IR 3 lists it as an input too)
+    inputs = {i.name for i in proto.graph.input}
+    if proto.ir_version < 4:
+        inputs -= {t.name for t in proto.graph.initializer}
     return _backends.execute(model, {n: v for n, v in feeds.items() if n in inputs}, outputs, backend, what, config,
                              notes)
 
