@@ -185,6 +185,7 @@ def _expand_missing(model: Model, proto: onnx.ModelProto, source: int, target: i
     GroupNormalization 21, Mish and HardSwish 22 ...) by that function's nodes at the source version,
     which the converter then takes down. Returns the labels of the nodes expanded."""
     labels: list[str] = []
+    taken = _taken_names(proto)  # (one set for every expansion: two nodes of one name make the same names)
     for _ in range(_EXPAND_ROUNDS):
         types: dict[str, onnx.TypeProto] | None = None
         found = False
@@ -204,7 +205,7 @@ def _expand_missing(model: Model, proto: onnx.ModelProto, source: int, target: i
                 if body is None:
                     rebuilt.append(node)
                     continue
-                rebuilt.extend(_inlined(node, body, k, _taken_names(proto), _defaults(node.op_type, version)))
+                rebuilt.extend(_inlined(node, body, k, taken, _defaults(node.op_type, version)))
                 labels.append(f"{where}: {_node_label(node, k)} expanded into its ONNX function")
                 changed = True
             if changed:

@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 import pytest
 from conftest import LIGHT, fixture
+from onnx.reference import ReferenceEvaluator
 
 import graphkit as gk
 from graphkit.cli import main
@@ -676,3 +677,19 @@ def test_cli_convert_checks_a_float16_output_within_about_one_unit_in_its_last_p
     assert main(["convert", str(source), str(tmp_path / "out.onnx"), "--opset", "13", "--json"]) == 0, \
         capsys.readouterr().err
     assert 0 < json.loads(capsys.readouterr().out)["max_abs_error"] < 1e-3
+
+
+def test_two_expanded_nodes_of_one_name_get_names_of_their_own() -> None:
+    # (both LayerNormalizations named 'ln' were expanded into the same 'ln/...' tensors: not SSA)
+    model = gk.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2, 4] x) => (float[2, 4] y) <float[4] s = {1, 2, 3, 4}, float[4] b = {0, 1, 0, 1}> {
+            h = LayerNormalization <axis = -1> (x, s, b)
+            y = LayerNormalization <axis = -1> (h, s, b)
+        }""")
+    for node in model.proto.graph.node:
+        node.name = "ln"
+    converted = gk.convert_opset(model, 13)
+    onnx.checker.check_model(converted.lazy_proto, full_check=True)
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)  # (ONNX Runtime refuses two nodes of one name)
+    want = ReferenceEvaluator(model.proto).run(None, {"x": x})[0]
+    np.testing.assert_allclose(ReferenceEvaluator(converted.lazy_proto).run(None, {"x": x})[0], want, rtol=1e-5, atol=1e-6)
