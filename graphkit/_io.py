@@ -37,6 +37,7 @@ from graphkit._model import (
     iter_graphs,
     iter_initializers,
     iter_tensors,
+    note_read_in,
     outline,
     unborrow,
 )
@@ -195,6 +196,7 @@ def _load_bytes(data: bytes, base_dir: str | os.PathLike[str] | None, source: Pa
                 if ref.length < SMALL_EXTERNAL and not is_borrowed(tensor) and tensor.data_type != onnx.TensorProto.STRING:
                     small.append((tensor, ref))
         _read_in(small)
+        note_read_in(model, ((tensor.name, ref.location, ref.length) for tensor, ref in small))
     return model
 
 

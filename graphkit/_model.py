@@ -39,7 +39,9 @@ __all__ = [
     "iter_graphs",
     "iter_initializers",
     "iter_tensors",
+    "note_read_in",
     "outline",
+    "read_in",
     "unborrow",
 ]
 
@@ -67,6 +69,9 @@ class Model:
     path: Path | None = None
     #: Whether ``proto`` has already read in what was borrowed (one walk per Model, not per access).
     _standard: bool = field(default=False, repr=False)
+    #: The small external tensors ``graphkit.load`` read in: (name, location, bytes) each, what the file
+    #: keeps on disk beside the tensors still external (``summarize`` counts them; a derived model drops them).
+    _read_in: tuple[tuple[str, str, int], ...] = field(default=(), repr=False)
 
     def __init__(self, proto: onnx.ModelProto, base_dir: Path | None = None, path: Path | None = None) -> None:
         if not isinstance(proto, onnx.ModelProto):
@@ -80,6 +85,7 @@ class Model:
         object.__setattr__(self, "base_dir", base_dir)
         object.__setattr__(self, "path", path)
         object.__setattr__(self, "_standard", False)
+        object.__setattr__(self, "_read_in", ())
 
     @property
     def proto(self) -> onnx.ModelProto:
@@ -110,7 +116,9 @@ class Model:
         """Return a deep copy that shares the weights' folder (borrowed weights stay borrowed)."""
         clone = onnx.ModelProto()
         clone.CopyFrom(self.lazy_proto)
-        return Model(clone, self.base_dir, self.path)
+        copy = Model(clone, self.base_dir, self.path)
+        note_read_in(copy, self._read_in)
+        return copy
 
     def derive(self, proto: onnx.ModelProto) -> Model:
         """Return a new Model for ``proto`` that reads its weights where this one does."""
@@ -125,6 +133,16 @@ class Model:
     def serialized(self) -> bytes:
         """The bytes of ``lazy_proto`` (external and borrowed weights stay references)."""
         return self.lazy_proto.SerializeToString()
+
+
+def note_read_in(model: Model, pieces: Iterable[tuple[str, str, int]]) -> None:
+    """Record on a Model just loaded the small external tensors load read in: (name, location, bytes) each."""
+    object.__setattr__(model, "_read_in", tuple(pieces))
+
+
+def read_in(model: Model) -> tuple[tuple[str, str, int], ...]:
+    """The small external tensors ``graphkit.load`` read into ``model``: (name, location, bytes) each."""
+    return model._read_in
 
 
 def has_external_data(proto: onnx.ModelProto) -> bool:

@@ -11,7 +11,7 @@ import onnx
 
 from graphkit import _check_args as argcheck
 from graphkit._io import tensor_nbytes
-from graphkit._model import Model, is_borrowed, is_external, iter_graphs, iter_tensors
+from graphkit._model import Model, is_borrowed, is_external, iter_graphs, iter_tensors, read_in
 
 __all__ = ["Summary", "TensorSig", "dtype_name", "shape_of", "summarize", "type_name"]
 
@@ -155,6 +155,11 @@ def summarize(model: Model) -> Summary:
         init_count += 1
         size = tensor_nbytes(tensor)
         weights += max(size, 0)
+    held = {t.name for t, _ in iter_tensors(proto) if not is_external(t)} if read_in(model) else set()
+    for name, location, size in read_in(model):  # (small external tensors load read in: on disk all the same)
+        if name in held:
+            files[location] = None
+            external += size
     for tensor, _ in iter_tensors(proto):
         if is_external(tensor) and not is_borrowed(tensor):
             entries = {e.key: e.value for e in tensor.external_data}

@@ -59,7 +59,7 @@ def test_inspect_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["opsets"]["custom"] == 1
 
 
-def test_inspect_reports_external_data_and_subgraphs(capsys: pytest.CaptureFixture[str], small_external_kept: None) -> None:
+def test_inspect_reports_external_data_and_subgraphs(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["inspect", "--json", str(fixture("ext_weights/model.onnx"))]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["external_files"] == ["model.data"]

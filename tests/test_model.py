@@ -173,7 +173,7 @@ def test_load_checks_external_data_of_a_sparse_attribute(tmp_path: Path) -> None
         gk.load(_hidden_weights_model(folder, sparse="../secret.bin"))
 
 
-def test_inspect_lists_external_data_hidden_in_bodies_and_sparse_attributes(tmp_path: Path, small_external_kept: None) -> None:
+def test_inspect_lists_external_data_hidden_in_bodies_and_sparse_attributes(tmp_path: Path) -> None:
     summary = gk.summarize(gk.load(_hidden_weights_model(tmp_path)))
     assert summary.external_files == ["w.bin"]
     assert summary.external_bytes == 16 + 8

@@ -68,7 +68,7 @@ def test_summary_reports_structure_counts_and_metadata() -> None:
     assert (summary.external_bytes, summary.external_files) == (0, [])
 
 
-def test_summary_of_external_weights_names_the_data_file_and_its_bytes(small_external_kept: None) -> None:
+def test_summary_of_external_weights_names_the_data_file_and_its_bytes() -> None:
     summary = summarize(gk.load(fixture("ext_weights/model.onnx")))
     assert summary.external_files == ["model.data"]
     assert summary.external_bytes == summary.initializer_bytes == 41536
@@ -108,8 +108,18 @@ def test_dtype_name_uses_numpy_names_and_never_fails() -> None:
     assert dtype_name(999) == "999"
 
 
-def test_summarize_reads_no_weight(ext_copy: Path, small_external_kept: None) -> None:
+def test_summarize_reads_no_weight(ext_copy: Path) -> None:
     model = gk.load(ext_copy)
     (ext_copy.parent / "model.data").unlink()  # nothing left to read: the summary comes from the graph
     summary = summarize(model)
     assert (summary.external_files, summary.external_bytes) == (["model.data"], 41536)
+
+
+def test_summary_of_a_model_saved_with_every_tensor_external_counts_what_load_read_in(tmp_path: Path) -> None:
+    """load reads the shape constants in (under 1 KiB each); the file keeps them on disk all the same."""
+    from conftest import flatten_export, save_every_tensor_external
+
+    source = save_every_tensor_external(flatten_export(), tmp_path)
+    summary = gk.summarize(gk.load(source))
+    assert summary.external_files == ["x.data"]
+    assert summary.external_bytes == summary.initializer_bytes == sum(len(t.raw_data) for t in flatten_export().graph.initializer)
