@@ -189,15 +189,26 @@ def _load_bytes(data: bytes, base_dir: str | os.PathLike[str] | None, source: Pa
     folder = Path(base_dir).resolve() if base_dir is not None else None
     model = Model(proto, folder, source)
     if maybe_external:
-        small: list[tuple[onnx.TensorProto, ExternalRef]] = []
-        for tensor, where in iter_tensors(proto):
-            if is_external(tensor):
-                ref = external_ref(model, tensor, where=where)
-                if ref.length < SMALL_EXTERNAL and not is_borrowed(tensor) and tensor.data_type != onnx.TensorProto.STRING:
-                    small.append((tensor, ref))
-        _read_in(small)
-        note_read_in(model, ((tensor.name, ref.location, ref.length) for tensor, ref in small))
+        _read_small_external(model)
     return model
+
+
+def _read_small_external(model: Model) -> None:
+    """Check every external tensor of ``model`` (``external_ref``) and read those under ``SMALL_EXTERNAL``
+    bytes in, noting them on the model."""
+    small: list[tuple[onnx.TensorProto, ExternalRef]] = []
+    for tensor, where in iter_tensors(model.lazy_proto):
+        if is_external(tensor):
+            ref = external_ref(model, tensor, where=where)
+            if _small(tensor, ref.length):
+                small.append((tensor, ref))
+    _read_in(small)
+    note_read_in(model, ((tensor.name, ref.location, ref.length) for tensor, ref in small))
+
+
+def _small(tensor: onnx.TensorProto, length: int) -> bool:
+    """Whether an external tensor of ``length`` bytes is one load reads in (not a borrowed weight)."""
+    return length < SMALL_EXTERNAL and not is_borrowed(tensor) and tensor.data_type != onnx.TensorProto.STRING
 
 
 def _read_in(tensors: Sequence[tuple[onnx.TensorProto, ExternalRef]]) -> None:
@@ -800,7 +811,9 @@ def runtime_bytes(model: Model) -> tuple[bytes, Path | None]:
 
     Every external tensor is checked first (contained, present, long enough). Borrowed weights stay in
     the model file when ONNX Runtime finds that file in the folder under the name they give; otherwise
-    (a model reached through a symlink, or re-based elsewhere) they are read into the bytes.
+    (a model reached through a symlink, or re-based elsewhere) they are read into the bytes, as are
+    external tensors under ``SMALL_EXTERNAL`` bytes (in a Model not from ``load``): ONNX Runtime
+    cannot read an Unsqueeze's axes from external data.
 
     Raises:
         UnsafePathError: An external-data location escapes the model's folder.
@@ -809,16 +822,20 @@ def runtime_bytes(model: Model) -> tuple[bytes, Path | None]:
     proto = model.lazy_proto
     if not has_external_data(proto):
         return proto.SerializeToString(), None
-    far = False
+    far = small = False
     for tensor, where in iter_tensors(proto):
         if is_external(tensor):
             ref = external_ref(model, tensor, where=where)
             far = far or (is_borrowed(tensor) and not _found_as(model, ref))
-    if far:
+            small = small or _small(tensor, ref.length)
+    if far or small:  # (a small one, in a Model not from load: ONNX Runtime cannot read a shape op's input from disk)
         proto = onnx.ModelProto()
         proto.CopyFrom(model.lazy_proto)
         for tensor, _ in iter_tensors(proto):
-            if is_borrowed(tensor) and not _found_as(model, external_ref(model, tensor)):
+            if not is_external(tensor):
+                continue
+            ref = external_ref(model, tensor)
+            if _small(tensor, ref.length) or (is_borrowed(tensor) and not _found_as(model, ref)):
                 _inline_one(model, tensor)
     return proto.SerializeToString(), model.base_dir if has_external_data(proto) else None
 
@@ -941,7 +958,10 @@ def _save(
                 serialized = None
             _write_proto(proto, tmp_model, dest, serialized)
     log.info("wrote %s%s", dest, f" and {data_name}" if data_name else "")
-    return Model(proto, folder.resolve(), dest)
+    saved = Model(proto, folder.resolve(), dest)
+    if data_name is not None:  # (as it would load: small tensors written externally read in)
+        _read_small_external(saved)
+    return saved
 
 
 def _save_inline_fast(model: Model, dest: Path, folder: Path, previous: set[Path], plan: WritePlan, *,

@@ -88,7 +88,7 @@ def test_model_too_large_for_protobuf_is_saved_external(tmp_path: Path, monkeypa
     monkeypatch.setattr(io, "INLINE_LIMIT", 1000)
     saved = gk.save(gk.load(fixture("whole_model.onnx")), tmp_path / "w.onnx", size_threshold=100)
     assert (tmp_path / "w.data").is_file()
-    assert saved.has_external_data  # (as the file says: loading reads tensors this small in)
+    assert not saved.has_external_data  # (as it loads: tensors this small are read in)
     assert gk.Model(onnx.load(str(tmp_path / "w.onnx"), load_external_data=False)).has_external_data
 
 
@@ -296,3 +296,18 @@ def test_save_writes_small_external_tensors_inline_unless_told_otherwise(tmp_pat
     inline.parent.mkdir()
     gk.save(small_only, inline)
     assert _external_names(inline) == {} and not (inline.parent / "m.data").exists()  # (no empty data file)
+
+
+def test_small_external_tensors_of_a_model_not_from_load_reach_onnx_runtime(tmp_path: Path) -> None:
+    """ONNX Runtime cannot read an Unsqueeze's axes from external data: the bytes it gets hold them."""
+    source = save_every_tensor_external(flatten_export(), tmp_path / "src")
+    model = gk.Model(onnx.load(str(source), load_external_data=False), source.parent)
+    feeds = {"x": np.random.default_rng(3).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    expected = gk.run(gk.Model(flatten_export()), feeds)["y"]
+    np.testing.assert_array_equal(gk.run(model, feeds)["y"], expected)
+    (tmp_path / "out").mkdir()
+    saved = gk.save(gk.Model(flatten_export()), tmp_path / "out" / "m.onnx", external=True, size_threshold=0)
+    assert set(_external_names(tmp_path / "out" / "m.onnx")) == {"conv.weight", "axes", "minus_one", "fc.weight", "fc.bias"}
+    held = {t.name for t in saved.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL}
+    assert held == {"zero", "axes", "minus_one", "fc.bias"}  # (as it loads)
+    np.testing.assert_array_equal(gk.run(saved, feeds)["y"], expected)
