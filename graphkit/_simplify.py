@@ -67,7 +67,7 @@ from graphkit._model import Model, iter_graphs
 from graphkit._progress import Progress
 from graphkit._typing import Source, infer_proto, tensor_types, weightless
 from graphkit._validate import check_or_raise
-from graphkit.errors import GraphkitError, NoChangeError, UsageError
+from graphkit.errors import GraphkitError, NoChangeError, UsageError, did_you_mean
 
 __all__ = [
     "ORT_PASSES", "PASSES", "TARGETS", "Simplification", "constants_to_initializers", "fold_constants", "fold_shapes", "fuse_attention", "fuse_conv",
@@ -230,7 +230,9 @@ def _check_passes(passes: Any, target: str) -> list[str]:
                              hint="pass target='onnxruntime' (the result then runs in ONNX Runtime only)",
                              cli_hint="add --target onnxruntime (the result then runs in ONNX Runtime only)")
         if name not in known:
-            raise UsageError(f"unknown simplify pass {name!r} in passes", hint="use some of " + ", ".join(known),
+            close = did_you_mean(name, [*known, *ORT_PASSES])
+            raise UsageError(f"unknown simplify pass {name!r} in passes" + (f": {close}" if close else ""),
+                             hint="use some of " + ", ".join(known),
                              cli_hint="use some of " + ", ".join(known))
     return [p for p in known if p in given]
 

@@ -679,3 +679,9 @@ def test_a_reshape_to_the_shape_it_has_goes(body: str, left: list[str]) -> None:
     result = gk.simplify(model)
     assert ops(result) == left
     assert_same_values(model, result, batch=3)
+
+
+@pytest.mark.parametrize(("given", "meant"), [("constnats", "'constants'"), ("skip_layer_norm", "'skip_layernorm'")])
+def test_an_unknown_pass_says_which_was_meant(given: str, meant: str) -> None:
+    with pytest.raises(gk.UsageError, match=f"unknown simplify pass '{given}' in passes: did you mean {meant}"):
+        gk.simplify_with_report(parse(EXPORTED_BLOCK), passes=[given], target="onnxruntime")
