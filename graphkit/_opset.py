@@ -471,11 +471,16 @@ def _missing_operators(proto: onnx.ModelProto, target: int) -> list[_Problem]:
 
 def _unfit_types(proto: onnx.ModelProto, source: int, target: int, types: dict[str, int]) -> list[_Problem]:
     """The ai.onnx nodes (main graph and bodies) whose operator changed between the versions and whose
-    inputs or outputs have a type the target version does not take (an int64 Constant below 9)."""
+    inputs or outputs have a type the target version does not take (an int64 Constant below 9), and
+    each Scan across opset 9 (whose form changed there)."""
     problems = []
     for where, graph in _named_graphs(proto.graph, "main graph"):
         for k, node in enumerate(graph.node):
             if node.domain not in ("", "ai.onnx") or _since(node.op_type, source) == _since(node.op_type, target):
+                continue
+            if node.op_type == "Scan" and _crosses(9, source, target):
+                problems.append(_Problem(f"{where}: {_node_label(node, k)}", _SCAN_9,
+                                         "keep a version on the same side of opset 9"))
                 continue
             if node.op_type == "Dropout":  # (an unread mask is dropped: see _Rewriter._down)
                 node = _without_unread_mask(node, proto)
@@ -484,6 +489,10 @@ def _unfit_types(proto: onnx.ModelProto, source: int, target: int, types: dict[s
                 problems.append(_Problem(f"{where}: {_node_label(node, k)}", refused,
                                          f"choose a version where {node.op_type} takes it, or cast around the node"))
     return problems
+
+
+_SCAN_9 = ("Scan before opset 9 takes sequence_lens and scans along a batch axis, Scan 9 and later neither, and "
+           "graphkit does not rewrite one form into the other")
 
 
 def _without_unread_mask(node: onnx.NodeProto, proto: onnx.ModelProto) -> onnx.NodeProto:

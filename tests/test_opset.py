@@ -693,3 +693,21 @@ def test_two_expanded_nodes_of_one_name_get_names_of_their_own() -> None:
     x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)  # (ONNX Runtime refuses two nodes of one name)
     want = ReferenceEvaluator(model.proto).run(None, {"x": x})[0]
     np.testing.assert_allclose(ReferenceEvaluator(converted.lazy_proto).run(None, {"x": x})[0], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("source", "target"), [(8, 13), (11, 8)])
+def test_scan_across_opset_9_is_named(source: int, target: int) -> None:
+    # (Scan 8 has sequence_lens and a batch axis: the node was left as it was and the result was invalid)
+    scan = 'Scan ("", initial, x)' if source < 9 else "Scan (initial, x)"
+    batch = "1, " if source < 9 else ""
+    model = gk.parse_model(f"""<ir_version: 7, opset_import: ["" : {source}]>
+        g (float[{batch}2] initial, float[{batch}3, 2] x) => (float[{batch}2] y, float[{batch}3, 2] z) {{
+            y, z = {scan} <num_scan_inputs = 1, body = body (float[2] sum_in, float[2] next) => (float[2] sum_out,
+                                                                                           float[2] scan_out) {{
+                sum_out = Add (sum_in, next)
+                scan_out = Identity (sum_out)
+            }}>
+        }}""")
+    with pytest.raises(gk.EditError, match=r"#0 \(Scan\).*Scan before opset 9 takes sequence_lens") as err:
+        gk.convert_opset(model, target)
+    assert "same side of opset 9" in err.value.hint
