@@ -616,6 +616,8 @@ class _Rewriter:
             schema = onnx.defs.get_schema(node.op_type, self.target, "")
         except Exception:  # onnx raises SchemaError for an op that does not exist at that version
             return False
+        if schema.deprecated:  # (Scatter from 11, Upsample from 10: ONNX's converter writes their successors)
+            return False
         if _since(node.op_type, self.source) == schema.since_version:
             return True
         if any(a.name not in schema.attributes and _NEUTRAL_SET.get((node.op_type, a.name)) != _int_value(a)
@@ -664,7 +666,8 @@ class _Rewriter:
         for node in hidden:
             node.domain = ""
         constants = self.graph_constants(graph, {})  # (after: Constant nodes are hidden too)
-        self.graph_nodes(graph.node, "main graph", {}, constants, only=set(map(id, hidden)) or None,
+        # (only those: the converter's nodes are at the target already, Upsample's Resize included)
+        self.graph_nodes(graph.node, "main graph", {}, constants, only=set(map(id, hidden)),
                          initializers=graph.initializer, positions=positions)
 
     # -- constants a rewrite may read (initializers and Constant nodes, outer scopes included)

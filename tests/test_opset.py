@@ -711,3 +711,20 @@ def test_scan_across_opset_9_is_named(source: int, target: int) -> None:
     with pytest.raises(gk.EditError, match=r"#0 \(Scan\).*Scan before opset 9 takes sequence_lens") as err:
         gk.convert_opset(model, target)
     assert "same side of opset 9" in err.value.hint
+
+
+@pytest.mark.parametrize(("source", "body", "successor"), [
+    (9, "y = Upsample <mode = \"nearest\"> (x, scales)", "Resize"),
+    (10, "y = Scatter <axis = 2> (x, indices, updates)", "ScatterElements"),
+])
+def test_an_operator_deprecated_at_the_target_becomes_its_successor(source: int, body: str, successor: str) -> None:
+    # (the node was kept as it was, deprecated at 13: the result failed the checker, the CLI blaming the model)
+    model = gk.parse_model(f"""<ir_version: 7, opset_import: ["" : {source}]>
+        g (float[1, 1, 2, 2] x) => (float[1, 1, {4 if 'Upsample' in body else 2}, {4 if 'Upsample' in body else 2}] y)
+        <float[4] scales = {{1, 1, 2, 2}}, int64[1, 1, 2, 1] indices = {{1, 0}}, float[1, 1, 2, 1] updates = {{5, 6}}> {{
+            {body}
+        }}""")
+    converted = gk.convert_opset(model, 13)
+    onnx.checker.check_model(converted.lazy_proto, full_check=True)
+    assert successor in _ops(converted) and _ops(model)[0] not in _ops(converted)
+    _same(model, converted)
