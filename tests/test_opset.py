@@ -750,3 +750,26 @@ def test_cli_convert_says_an_invalid_result_is_the_conversion_s_not_the_model_s(
     err = capsys.readouterr().err
     assert "'nowhere'" in err and "the input model passes the checker, so the conversion to opset 14 made it" in err
     assert "hint: choose another version, and report it" in err and "Traceback" not in err and not out.exists()
+
+
+def test_cli_convert_names_the_first_node_whose_values_differ(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # (nothing is written, so the hint to run compare on the two models could not be followed)
+    from graphkit.cli import convert as cli_convert
+
+    def wrong(model: gk.Model, version: int) -> Any:
+        report = gk.convert_opset_with_report(model, version)
+        next(n for n in report.model.proto.graph.node if n.name == "second").op_type = "Neg"
+        return report
+
+    source = tmp_path / "chain.onnx"
+    model = _model("(float[4] x) => (float[4] y) { a = Relu (x) b = Relu (a) y = Sigmoid (b) }", 13)
+    for node, name in zip(model.proto.graph.node, ("first", "second", "third")):
+        node.name = name
+    gk.save(model, source)
+    monkeypatch.setattr(cli_convert, "convert_opset_with_report", wrong)
+    out = tmp_path / "out.onnx"
+    assert main(["convert", str(source), str(out), "--opset", "14"]) == 2
+    err = capsys.readouterr().err
+    assert "computes output 'y' differently" in err and "first at node 'second' (Neg), tensor 'b'" in err
+    assert "hint: choose another version, and report it" in err and not out.exists()

@@ -250,9 +250,20 @@ def _same_outputs(model: Model, converted: Model, target: int, feeds: dict[str, 
     if found.failed:
         bad = found.failed[0]
         raise RuntimeFailure(f"the model converted to opset {target} computes output {bad.name!r} differently "
-                             f"(max abs difference {bad.max_abs:.3g}); nothing written",
-                             hint="run 'python -m graphkit compare' on the two models to find the node")
+                             f"(max abs difference {bad.max_abs:.3g}){_first_node(model, converted, feeds, options)}; "
+                             "nothing written", hint="choose another version, and report it")
     return max((float(t.max_abs) for t in found.tensors if t.max_abs == t.max_abs), default=0.0)
+
+
+def _first_node(model: Model, converted: Model, feeds: dict[str, Any], options: FeedOptions) -> str:
+    """", first at node N (Op), tensor T": where the converted model's values first differ (nothing is
+    written, so the user cannot compare the two models)."""
+    try:
+        first = compare(model, converted, backend=_backend(model), candidate_backend=_backend(converted), feeds=feeds,
+                        feed_options=options, tolerance=_OPSET_TOLERANCE).first_divergence
+    except GraphkitError:
+        return ""
+    return f", first at node {first.node!r} ({first.op_type}), tensor {first.tensor!r}" if first is not None else ""
 
 
 #: How close a converted model's outputs must be to the input's; a half-precision output within about
@@ -300,7 +311,7 @@ def _whole_check(model: Model, converted: Model, target: int, feeds: dict[str, A
         if isinstance(difference, str):
             raise RuntimeFailure(f"the model converted to opset {target} computes output {name!r} differently "
                                  f"({difference}); nothing written",
-                                 hint="run 'python -m graphkit compare' on the two models to find the node")
+                                 hint="choose another version, and report it")
         worst = max(worst, difference)
     return worst
 
