@@ -26,7 +26,8 @@ from graphkit._edit._common import _noop_returns_input
 from graphkit._io import tensor_value
 from graphkit._model import Model
 from graphkit._typing import Source, function_holder, infer_proto, tensor_types, weightless
-from graphkit.errors import EditError, NoChangeError
+from graphkit._validate import check_or_raise, validate
+from graphkit.errors import EditError, InvalidModelError, NoChangeError
 
 __all__ = ["OpsetConversion", "convert_opset", "convert_opset_with_report"]
 
@@ -104,6 +105,7 @@ def convert_opset(model: Model, /, version: int) -> Model:
 
     Raises:
         EditError: A node cannot be converted (named, with the reason); nothing is returned.
+        InvalidModelError: The result fails onnx.checker (the message says whether the input did too).
     """
     return _convert(model, version).model
 
@@ -120,6 +122,7 @@ def convert_opset_with_report(model: Model, /, version: int) -> OpsetConversion:
 
 def _convert(model: Model, version: int) -> OpsetConversion:
     argcheck.instance(model, "model", Model, argcheck.MODEL)
+    original = model
     target = argcheck.integer(version, "version", minimum=1, maximum=onnx.defs.onnx_opset_version())
     proto = onnx.ModelProto()
     proto.CopyFrom(model.lazy_proto)
@@ -169,7 +172,22 @@ def _convert(model: Model, version: int) -> OpsetConversion:
     for func in proto.functions:
         _drop_unread_in_function(func, rewriter.detached)
     proto.ir_version = max(proto.ir_version, _ir_for(target))
-    return OpsetConversion(model.derive(proto), source, target, tuple(rewriter.rewritten), need_converter)
+    result = model.derive(proto)
+    _check_result(original, result, target)
+    return OpsetConversion(result, source, target, tuple(rewriter.rewritten), need_converter)
+
+
+def _check_result(original: Model, result: Model, target: int) -> None:
+    """Refuse a result onnx.checker rejects (never return what cannot be saved); when the input passes
+    the checker, the conversion made the fault and the message says so."""
+    try:
+        check_or_raise(result, what=f"{original.name} converted to opset {target}")
+    except InvalidModelError as err:
+        if not validate(original).passed:
+            raise
+        raise InvalidModelError(f"{err.message}; the input model passes the checker, so the conversion to opset "
+                                f"{target} made it",
+                                hint="choose another version, and report it (the checker names the node)") from err
 
 
 # ------------------------------------------------------------------ operators ONNX defines as functions

@@ -277,8 +277,11 @@ def test_a_local_function_softmax_goes_up_without_shapes_and_down_with_its_calls
     norm = next(f for f in up.lazy_proto.functions if f.name == "Norm")
     assert [n.op_type for n in norm.node] == ["Flatten", "Shape", "Softmax", "Reshape"]  # (no shapes in a body)
     _same(low, up, rtol=1e-6)
-    high = gk.parse_model(FUNCTION_MODEL.format(v=13, axis=1, reduce=low_text.replace(
-        "<keepdims=1, axes=[1]>", "<keepdims=1>")).replace("c = Clip (r, lo, hi)", "c = Clip (r, lo)"))
+    high_text = low_text.replace("r = ReduceSum <keepdims=1, axes=[1]> (v)",
+                                 "a = Constant <value = int64[1] {1}> ()\n r = ReduceSum <keepdims=1> (v, a)")
+    high = gk.parse_model(FUNCTION_MODEL.format(v=13, axis=1, reduce=high_text).replace(
+        "c = Clip (r, lo, hi)", "c = Clip (r, lo)"))
+    onnx.checker.check_model(high.lazy_proto, full_check=True)  # (opset 13's ReduceSum takes its axes as an input)
     down = gk.convert_opset(high, 12)  # (the body's shapes come from the call: x is [2, 3, 4])
     norm = next(f for f in down.lazy_proto.functions if f.name == "Norm")
     assert [n.op_type for n in norm.node] == ["Transpose", "Softmax", "Transpose"]
@@ -735,21 +738,26 @@ def test_cli_convert_says_an_invalid_result_is_the_conversion_s_not_the_model_s(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     # (the hint was the checker's 'fix the node or tensor the checker names', blaming a model that passes it;
     # a converted MaxPool of opset 22 with ceil_mode fails ONNX's older shape inference so)
-    from graphkit.cli import convert as cli_convert
+    from graphkit import _opset
 
-    def broken(model: gk.Model, version: int) -> Any:
-        report = gk.convert_opset_with_report(model, version)
-        report.model.proto.graph.node[0].input[0] = "nowhere"
-        return report
+    check = _opset._check_result
+
+    def broken(original: gk.Model, result: gk.Model, target: int) -> None:
+        result.proto.graph.node[0].input[0] = "nowhere"
+        check(original, result, target)
 
     source = tmp_path / "relu.onnx"
-    gk.save(_model("(float[2] x) => (float[2] y) { y = Relu (x) }", 13), source)
-    monkeypatch.setattr(cli_convert, "convert_opset_with_report", broken)
+    model = _model("(float[2] x) => (float[2] y) { y = Relu (x) }", 13)
+    gk.save(model, source)
+    monkeypatch.setattr(_opset, "_check_result", broken)
     out = tmp_path / "out.onnx"
     assert main(["convert", str(source), str(out), "--opset", "14"]) == 2
     err = capsys.readouterr().err
     assert "'nowhere'" in err and "the input model passes the checker, so the conversion to opset 14 made it" in err
     assert "hint: choose another version, and report it" in err and "Traceback" not in err and not out.exists()
+    # the API never returns what the checker rejects either (it returned the invalid model)
+    with pytest.raises(gk.InvalidModelError, match="so the conversion to opset 14 made it"):
+        gk.convert_opset(model, 14)
 
 
 def test_cli_convert_names_the_first_node_whose_values_differ(tmp_path: Path, capsys: pytest.CaptureFixture[str],
