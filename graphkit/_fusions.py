@@ -59,6 +59,7 @@ from onnx import helper, numpy_helper
 
 from graphkit._edit.cleaning import _prune
 from graphkit._graph import GraphIndex, fresh_name
+from graphkit._typing import tensor_dims
 
 __all__ = ["DOMAIN", "fuse_attention", "fuse_gelu", "fuse_skip_layernorm", "type_candidates"]
 
@@ -99,21 +100,9 @@ def _producer(index: GraphIndex, name: str, op: str | tuple[str, ...]) -> int | 
     return at if node.op_type in ops and node.domain in _STANDARD and node.output[0] == name else None
 
 
-def _sole_reader(index: GraphIndex, name: str) -> int | None:
-    """The one node reading ``name`` (not a graph output), or None."""
-    readers = index.consumers.get(name, [])
-    return readers[0] if len(readers) == 1 and name not in index.output_set else None
-
-
 def _only_for(index: GraphIndex, name: str, reader: int) -> bool:
     """Whether ``name`` is read by the node at ``reader`` alone (and is no graph output)."""
-    return _sole_reader(index, name) == reader
-
-
-def _dims(tp: onnx.TypeProto | None) -> list[int | str] | None:
-    if tp is None or tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
-        return None
-    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tp.tensor_type.shape.dim]
+    return index.sole_reader(name) == reader
 
 
 def _elem(tp: onnx.TypeProto | None) -> int:
@@ -366,7 +355,7 @@ def _attention_at(index: GraphIndex, i: int, consts: Mapping[str, onnx.TensorPro
     if _attr(softmax, "axis", -1 if opset >= 13 else 1) not in (-1, 3) or len(softmax.output) != 1:
         return None
     nodes = [i]
-    context_at = _sole_reader(index, softmax.output[0])
+    context_at = index.sole_reader(softmax.output[0])
     if context_at is None:
         return None
     context = index.nodes[context_at]
@@ -443,7 +432,7 @@ def _bias_shape(types: Types, consts: Mapping[str, onnx.TensorProto], bias: str,
     None where none is proven."""
     tensor = consts.get(bias)
     tp = helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims)) if tensor is not None else types.get(bias)
-    dims, x_dims = _dims(tp), _dims(types.get(q.x))
+    dims, x_dims = tensor_dims(tp), tensor_dims(types.get(q.x))
     if dims is None or x_dims is None or len(dims) != 4 or _elem(tp) != _FLOAT:
         return None
     batch, seq = x_dims[0], x_dims[1]
@@ -496,7 +485,7 @@ def _head(index: GraphIndex, name: str, reader: int, perm: list[int], consts: Ma
     if projection is None or split is None:
         return None
     x, weight, bias, width, more, transposed = projection
-    x_dims = _dims(types.get(x))
+    x_dims = tensor_dims(types.get(x))
     if x_dims is None or len(x_dims) != 3 or _elem(types.get(x)) != _FLOAT:
         return None
     target = _ints(consts, read, index.nodes[split].input[1])
@@ -536,7 +525,7 @@ def _packed_heads(index: GraphIndex, scores_at: int, context_at: int, consts: Ma
     if projection is None or projection[5]:
         return None
     x, weight, bias, width, more, _ = projection
-    x_dims = _dims(types.get(x))
+    x_dims = tensor_dims(types.get(x))
     target = _ints(consts, read, reshape.input[1])
     if x_dims is None or len(x_dims) != 3 or _elem(types.get(x)) != _FLOAT or width % 3 or target is None \
             or len(target) != 5 or target[2] != 3:
@@ -654,7 +643,7 @@ def _gemm_projection(index: GraphIndex, at: int, reader: int, consts: Mapping[st
     if flat_at is None:
         return None
     x = index.nodes[flat_at].input[0]
-    dims = _dims(types.get(x))
+    dims = tensor_dims(types.get(x))
     target = _ints(consts, read, index.nodes[flat_at].input[1])
     if dims is None or len(dims) != 3 or not all(isinstance(d, int) and d > 0 for d in dims) or target is None \
             or len(target) != 2 or dims[2] != inner or target[1] not in (inner, -1) \
@@ -690,14 +679,14 @@ def _merge(index: GraphIndex, context_at: int, v: _Head, consts: Mapping[str, on
     """The positions of ``Transpose [0, 2, 1, 3]`` and the Reshape to ``[batch, seq, heads · size]`` after
     the context MatMul (the Reshape last), or None."""
     context = index.nodes[context_at]
-    transpose_at = _sole_reader(index, context.output[0])
+    transpose_at = index.sole_reader(context.output[0])
     if transpose_at is None:
         return None
     transpose = index.nodes[transpose_at]
     if transpose.op_type != "Transpose" or transpose.domain not in _STANDARD \
             or list(_attr(transpose, "perm", [])) != [0, 2, 1, 3]:  # type: ignore[call-overload]
         return None
-    reshape_at = _sole_reader(index, transpose.output[0])
+    reshape_at = index.sole_reader(transpose.output[0])
     if reshape_at is None:
         return None
     reshape = index.nodes[reshape_at]
@@ -705,7 +694,7 @@ def _merge(index: GraphIndex, context_at: int, v: _Head, consts: Mapping[str, on
             or _attr(reshape, "allowzero", 0):
         return None
     target = _ints(consts, read, reshape.input[1])
-    x_dims = _dims(types.get(v.x)) or []
+    x_dims = tensor_dims(types.get(v.x)) or []
     if target is None or len(target) != 3 or target.count(-1) > 1 or len(x_dims) != 3:
         return None
     for t, dim in zip(target[:2], x_dims[:2]):
@@ -766,7 +755,7 @@ def _gelu_at(index: GraphIndex, at: int, consts: Mapping[str, onnx.TensorProto],
         return None
     x, nodes = inner
     function = index.nodes[at].output[0]
-    plus_at = _sole_reader(index, function)
+    plus_at = index.sole_reader(function)
     if plus_at is None:
         return None
     plus = index.nodes[plus_at]
@@ -774,7 +763,7 @@ def _gelu_at(index: GraphIndex, at: int, consts: Mapping[str, onnx.TensorProto],
         return None
     nodes.append(plus_at)
     # x · (1 + f) · 0.5 in one of three associations
-    first_at = _sole_reader(index, plus.output[0])
+    first_at = index.sole_reader(plus.output[0])
     if first_at is None:
         return None
     first = index.nodes[first_at]
@@ -782,7 +771,7 @@ def _gelu_at(index: GraphIndex, at: int, consts: Mapping[str, onnx.TensorProto],
         return None
     operand = _other(first, plus.output[0])
     if operand == x or _scalar(consts, read, operand) == 0.5:  # (x · s) · 0.5 or (s · 0.5) · x
-        second_at = _sole_reader(index, first.output[0])
+        second_at = index.sole_reader(first.output[0])
         if second_at is None:
             return None
         second = index.nodes[second_at]
@@ -880,7 +869,7 @@ def _bias_of(index: GraphIndex, x: str, nodes: list[int], consts: Mapping[str, o
         width = int(tensor.dims[0])
         matmul_at = _producer(index, a, "MatMul")
         shape = _matrix(consts, index.nodes[matmul_at].input[1]) if matmul_at is not None else None
-        dims = _dims(types.get(a))
+        dims = tensor_dims(types.get(a))
         if (shape is not None and shape[1] == width) or (dims and dims[-1] == width and _elem(types.get(a)) == _FLOAT):
             return a, b, add_at
     return None
@@ -1020,7 +1009,7 @@ def _skip_at(index: GraphIndex, norm: _Norm, consts: Mapping[str, onnx.TensorPro
     keep_sum = not set(index.consumers.get(norm.x, [])) <= set(norm.nodes)
     add = index.nodes[add_at]
     a, b = add.input[0], add.input[1]
-    da, db = _dims(types.get(a)), _dims(types.get(b))
+    da, db = tensor_dims(types.get(a)), tensor_dims(types.get(b))
     if a == b or da is None or db is None or len(da) != 3 or len(da) != len(db) \
             or not all(_same_dim(x, y) for x, y in zip(da, db)) or not isinstance(da[-1], int) \
             or _elem(types.get(a)) != _FLOAT or _elem(types.get(b)) != _FLOAT:
@@ -1049,5 +1038,5 @@ def _skip_at(index: GraphIndex, norm: _Norm, consts: Mapping[str, onnx.TensorPro
 
 def _same_shape(types: Types, a: str, b: str) -> bool:
     """Whether ``a`` is proven of ``b``'s shape (a bias Add that does not broadcast its data input)."""
-    da, db = _dims(types.get(a)), _dims(types.get(b))
+    da, db = tensor_dims(types.get(a)), tensor_dims(types.get(b))
     return da is not None and db is not None and len(da) == len(db) and all(_same_dim(x, y) for x, y in zip(da, db))

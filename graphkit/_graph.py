@@ -278,6 +278,11 @@ class GraphIndex:
                 found.setdefault(name, []).append(i)
         return found
 
+    def sole_reader(self, name: str) -> int | None:
+        """The one node reading ``name`` when it is no graph output, else None."""
+        readers = self.consumers.get(name, [])
+        return readers[0] if len(readers) == 1 and name not in self.output_set else None
+
     @cached_property
     def value_info(self) -> dict[str, onnx.ValueInfoProto]:
         """Every typed tensor: value_info, inputs and outputs (outputs and inputs win)."""

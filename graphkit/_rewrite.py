@@ -41,6 +41,7 @@ from onnx import helper
 
 from graphkit._edit._common import _fresh, _rename_scope
 from graphkit._graph import GraphIndex, subgraphs
+from graphkit._typing import tensor_dims
 
 __all__ = ["fuse_gemm_groups", "fuse_gemms", "gemm_candidates", "inline_constant_ifs"]
 
@@ -185,14 +186,14 @@ def _projection(index: GraphIndex, i: int, consts: Mapping[str, onnx.TensorProto
     if dims is None or len(dims) < 3 or not all(isinstance(d, int) and d > 0 for d in dims) \
             or dims[-1] != weight.dims[0]:
         return None
-    add_at = _sole_reader(index, node.output[0])
+    add_at = index.sole_reader(node.output[0])
     add = index.nodes[add_at] if add_at is not None else None
     if add is None or add.op_type != "Add" or add.domain not in _STANDARD or len(add.input) != 2:
         return None
     bias = consts.get(add.input[1] if add.input[0] == node.output[0] else add.input[0])
     if bias is None or bias.data_type != weight.data_type or list(bias.dims) not in ([weight.dims[1]], [1]):
         return None
-    reshape_at = _sole_reader(index, add.output[0])
+    reshape_at = index.sole_reader(add.output[0])
     reshape = index.nodes[reshape_at] if reshape_at is not None else None
     if reshape is None or reshape.op_type != "Reshape" or reshape.domain not in _STANDARD \
             or reshape.input[0] != add.output[0]:
@@ -203,13 +204,6 @@ def _projection(index: GraphIndex, i: int, consts: Mapping[str, onnx.TensorProto
     if add_at is None or reshape_at is None:
         return None
     return add_at, reshape_at, [int(d) for d in out]
-
-
-def _sole_reader(index: GraphIndex, name: str) -> int | None:
-    readers = index.consumers.get(name, [])
-    if len(readers) != 1 or name in index.output_set:
-        return None
-    return readers[0]
 
 
 def _fusable(matmul: onnx.NodeProto, bias: str, consts: Mapping[str, onnx.TensorProto],
@@ -228,10 +222,7 @@ def _fusable(matmul: onnx.NodeProto, bias: str, consts: Mapping[str, onnx.Tensor
 
 def _tensor_dims(tp: onnx.TypeProto | None, elem: int) -> list[int | str] | None:
     """The dims of a tensor type of element type ``elem`` (a size, or a name/"?" for others), else None."""
-    if tp is None or tp.WhichOneof("value") != "tensor_type" or tp.tensor_type.elem_type != elem \
-            or not tp.tensor_type.HasField("shape"):
-        return None
-    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tp.tensor_type.shape.dim]
+    return tensor_dims(tp) if tp is not None and tp.tensor_type.elem_type == elem else None
 
 
 def _broadcasts_to(dims: list[int], m: int | str, n: int) -> bool:

@@ -65,7 +65,7 @@ from graphkit._infer import _contradiction
 from graphkit._io import tensor_nbytes, tensor_value
 from graphkit._model import Model, iter_graphs
 from graphkit._progress import Progress
-from graphkit._typing import Source, infer_proto, tensor_types, weightless
+from graphkit._typing import Source, infer_proto, tensor_dims, tensor_types, weightless
 from graphkit._validate import check_or_raise
 from graphkit.errors import GraphkitError, NoChangeError, UsageError, did_you_mean
 
@@ -520,7 +520,7 @@ def _shapes_in(state: _State, graph: onnx.GraphProto, *, top: bool) -> int:
     types = _types_of(state, graph, names, top=top, declared=False)
     values: dict[str, np.ndarray] = {}
     for node in shape_nodes:
-        dims = _dims(types.get(node.input[0]))
+        dims = tensor_dims(types.get(node.input[0]))
         if dims is None:
             continue
         if node.op_type == "Size":
@@ -558,13 +558,6 @@ def _types_of(state: _State, graph: onnx.GraphProto, names: list[str], *, top: b
     for tensor in graph.initializer:
         known[tensor.name] = helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims))
     return {n: known[n] for n in names if n in known}
-
-
-def _dims(tp: onnx.TypeProto | None) -> list[int | str] | None:
-    """The dims of a tensor type (a size, or a name for a dim not proven static), None if unranked."""
-    if tp is None or tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
-        return None
-    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tp.tensor_type.shape.dim]
 
 
 def _shape_slice(node: onnx.NodeProto, dims: list[int | str]) -> list[int | str]:
@@ -689,7 +682,7 @@ def _pass_reshapes(state: _State) -> int:
                       top=True, declared=False)
     count = 0
     for node in reshapes:  # (to the shape it has: an Identity, which the identities pass removes)
-        data, out = _dims(types.get(node.input[0])), _dims(types.get(node.output[0]))
+        data, out = tensor_dims(types.get(node.input[0])), tensor_dims(types.get(node.output[0]))
         if data is not None and data == out and all(isinstance(d, int) or _named(d) for d in data):
             node.op_type = "Identity"
             del node.input[1:]
@@ -698,7 +691,7 @@ def _pass_reshapes(state: _State) -> int:
     found = [n for n in found if n.op_type == "Reshape"]
     taken = {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output} | {i.name for i in graph.input}
     for node in found:
-        target = _exact_target(_dims(types.get(node.input[0])), _dims(types.get(node.output[0])))
+        target = _exact_target(tensor_dims(types.get(node.input[0])), tensor_dims(types.get(node.output[0])))
         if target is None:
             continue
         name = fresh_name(f"{node.output[0]}/shape", taken)

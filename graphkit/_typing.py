@@ -38,6 +38,7 @@ from graphkit._model import Model, is_borrowed, is_external
 from graphkit.errors import GraphkitError
 
 __all__ = [
+    "tensor_dims",
     "DimNamer", "Source", "Typing", "function_holder", "has_dtype", "has_shape", "is_anonymous", "symbolic_types", "tensor_types",
     "type_dims", "value_info_of", "weightless",
 ]
@@ -821,6 +822,14 @@ class DimNamer:
             if dim.dim_param:
                 renamed[dim.dim_param] = fresh
             dim.dim_param = fresh
+
+
+def tensor_dims(tp: onnx.TypeProto | None) -> list[int | str] | None:
+    """The dims of a tensor type: a size, or the dim's name ("?" for an unnamed unknown one); None when
+    the type is no tensor or has no shape."""
+    if tp is None or tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tp.tensor_type.shape.dim]
 
 
 def type_dims(tp: onnx.TypeProto) -> list[onnx.TensorShapeProto.Dimension]:
